@@ -1,0 +1,264 @@
+"""The one configuration model of the project.
+
+Every job reads a YAML file into :class:`Config`, then applies ``--set dotted.key=value`` overrides. Unknown keys
+and bad values fail with a message naming the field. :func:`config_hash` gives a stable hash of everything that
+changes the produced rows; it is recorded with every persisted row.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ConfigError(ValueError):
+    """A configuration file or override is wrong; the message names the field."""
+
+
+class IntakeConfig(_Section):
+    patterns: list[str] = Field(
+        default_factory=lambda: ["*.pdf", "*.PDF"],
+        description="Glob patterns matched (recursively) when the input is a directory.",
+    )
+    batch_pages: int = Field(4, ge=1, le=64, description="Pages per conversion batch (b); a document has ceil(n/b) batches.")
+    segment_pages: int = Field(
+        64, ge=1, description="Documents longer than this are cut into segments that convert in parallel."
+    )
+    segment_overlap_pages: int = Field(
+        2, ge=0, description="Pages before a segment converted only to prime its context (their output is dropped)."
+    )
+    max_pages: int = Field(100_000, ge=1, description="Documents with more pages than this fail at intake.")
+    password: str | None = Field(None, description="Password tried for encrypted PDFs (none: encrypted files fail).")
+
+
+class RenderConfig(_Section):
+    dpi: int = Field(200, ge=36, le=600, description="Nominal rendering resolution.")
+    max_side_px: int = Field(1568, ge=64, description="Cap on the longest side of a rendered page, in pixels.")
+    image_format: Literal["jpeg", "png"] = Field("jpeg", description="Encoding of rendered pages.")
+    jpeg_quality: int = Field(90, ge=10, le=100, description="JPEG quality when image_format is jpeg.")
+
+
+class PdfTextConfig(_Section):
+    ocr: bool = Field(True, description="Read pages without a text layer with RapidOCR.")
+    ocr_min_chars: int = Field(
+        16, ge=0, description="A page whose text layer has fewer characters than this is treated as scanned."
+    )
+    ocr_max_side_px: int = Field(1200, ge=200, description="Longest side of the image handed to OCR.")
+    tables: bool = Field(True, description="Detect ruled tables and write one sentence per row.")
+    drop_repeated_lines: bool = Field(True, description="Drop lines repeated at the top/bottom of pages (headers/footers).")
+    skip_toc: bool = Field(True, description="Skip table-of-contents pages and blocks.")
+
+
+class ModelConfig(_Section):
+    name: str = Field("Qwen/Qwen2.5-VL-7B-Instruct", description="Model name (served name for openai; path or repo id otherwise).")
+    path: str | None = Field(None, description="Local directory holding the weights; nothing is downloaded unless allow_download.")
+    allow_download: bool = Field(False, description="Let the backend fetch weights from the hub (off: fail clearly when missing).")
+    dtype: str = Field("bfloat16", description="Weights dtype (bfloat16, float16, float32, auto).")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one model instance spans (vllm).")
+    max_model_len: int = Field(32768, ge=512, description="Context length vLLM reserves per sequence.")
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    max_num_seqs: int = Field(64, ge=1, description="Sequences the engine batches at once (vllm continuous batching).")
+    temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the first attempt.")
+    max_output_tokens: int = Field(8192, ge=16, description="Output token cap for one page batch.")
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint (openai backend).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (openai backend).")
+    request_timeout_s: float = Field(600.0, gt=0, description="Timeout of one request (openai backend).")
+    max_concurrency: int = Field(16, ge=1, description="Requests in flight per actor (openai backend).")
+    device: str = Field("auto", description="torch device for the transformers backend (auto, cpu, cuda).")
+
+
+class ConverterConfig(_Section):
+    backend: str = Field("pdf-text", description="Conversion backend: pdf-text, vllm, openai, transformers, simulated, scripted.")
+    mode: Literal["markdown", "chunks"] = Field("markdown", description="Output format asked of the model.")
+    prompt_version: str = Field("v1", description="Prompt version; recorded with every converted batch.")
+    retry_temperatures: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.6], description="Temperature ladder tried per batch before single pages."
+    )
+    split_pages_on_failure: bool = Field(True, description="After the ladder fails, retry the batch one page at a time.")
+    max_fallback_share: float = Field(
+        0.25, ge=0, le=1, description="A document with more fallback pages than this share is reported partial."
+    )
+    partial_policy: Literal["merge_same_heading", "merge", "new"] = Field(
+        "merge_same_heading", description="What a [CONTINUES]Partial chunk does (chunks mode)."
+    )
+    context_tail_chars: int = Field(800, ge=0, description="Characters of the previous batch's tail handed to the next.")
+    summary_max_chars: int = Field(600, ge=0, description="Cap on the running summary handed between batches.")
+    pdf_text: PdfTextConfig = Field(default_factory=PdfTextConfig, description="Options of the pdf-text converter.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Options of the model backends.")
+
+
+class PlannerConfig(_Section):
+    kind: Literal["deterministic", "llm"] = Field("deterministic", description="Chunk planner.")
+    target_chars: int = Field(800, ge=50, description="Chunk size the planner aims at (characters of element text).")
+    min_chars: int = Field(200, ge=0, description="Chunks below this merge with a neighbour under the same heading.")
+    max_chars: int = Field(1600, ge=100, description="Hard cap; only a single oversized element may exceed it.")
+    breadcrumb_levels: int = Field(3, ge=0, le=6, description="Heading levels kept in the breadcrumb prefix.")
+    planning_budget_tokens: int = Field(6000, ge=200, description="Sections longer than this are split at headers (llm planner).")
+    llm_output_tokens: int = Field(16384, ge=256, description="Output budget per section call (llm planner).")
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "PlannerConfig":
+        if not self.min_chars <= self.target_chars <= self.max_chars:
+            raise ValueError(
+                f"planner sizes must satisfy min_chars <= target_chars <= max_chars "
+                f"(got {self.min_chars}, {self.target_chars}, {self.max_chars})"
+            )
+        return self
+
+
+class EmbedConfig(_Section):
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model: a path, or all-MiniLM-L6-v2 (bundled).")
+    batch_size: int = Field(64, ge=1, description="Passages per encode call.")
+    device: str = Field("cpu", description="torch device for the embedder.")
+    max_seq_length: int = Field(256, ge=16, description="Token cap per passage.")
+
+
+class MilvusConfig(_Section):
+    uri: str = Field("./output/milvus.db", description="Milvus Lite path, or http(s)://host:port of a server.")
+    token_env: str = Field("MILVUS_TOKEN", description="Environment variable holding the server token (if any).")
+    collection: str = Field("chunks", description="Collection name.")
+    index_type: str = Field("AUTOINDEX", description="Dense index type.")
+    metric: Literal["COSINE", "IP", "L2"] = Field("COSINE", description="Dense metric.")
+    analyzer: Literal["english", "standard", "chinese", "multilingual"] = Field(
+        "english", description="Analyzer of the BM25 text field."
+    )
+    upsert_batch: int = Field(500, ge=1, description="Rows per upsert call.")
+
+
+class RetrievalConfig(_Section):
+    mode: Literal["dense", "sparse", "hybrid"] = Field("hybrid", description="Search legs used.")
+    fusion: Literal["rrf", "weighted"] = Field("rrf", description="How hybrid legs are fused.")
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
+    dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of the dense leg (weighted fusion).")
+    candidates: int = Field(20, ge=1, le=1000, description="Top-N fetched per leg before rerank.")
+    rerank: bool = Field(False, description="Rerank text/table questions with the cross-encoder.")
+    reranker_model: str | None = Field(None, description="CrossEncoder model path (none bundled offline).")
+    visual_keywords: list[str] = Field(
+        default_factory=lambda: ["diagram", "figure", "chart", "flowchart", "graph", "image", "picture", "plot", "illustration", "photo"],
+        description="Words that mark a question as visual.",
+    )
+    figure_boost: float = Field(1.35, ge=1, description="Score multiplier for figure chunks on visual questions.")
+
+
+class RayConfig(_Section):
+    address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
+    local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 2x the cores).")
+    stage_num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per CPU stage task/actor (fractional on laptops).")
+    convert_actors: int = Field(2, ge=1, description="Conversion actors.")
+    convert_num_gpus: float = Field(0.0, ge=0, description="GPUs per conversion actor.")
+    convert_concurrency: int = Field(8, ge=1, description="Document chains in flight per conversion actor.")
+    embed_actors: int = Field(1, ge=1, description="Embedding actors.")
+    embed_num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor.")
+
+
+class OutputConfig(_Section):
+    dir: str = Field("./output/run", description="Run output folder (local path or a pyarrow filesystem URI).")
+
+
+class ServeConfig(_Section):
+    host: str = Field("127.0.0.1", description="HTTP host.")
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
+    replicas: int = Field(1, ge=1, description="Replicas of the query deployment.")
+    max_query_chars: int = Field(2000, ge=1, description="Longest query accepted.")
+
+
+class Config(_Section):
+    intake: IntakeConfig = Field(default_factory=IntakeConfig, description="Input discovery and page batching.")
+    render: RenderConfig = Field(default_factory=RenderConfig, description="Page rendering.")
+    converter: ConverterConfig = Field(default_factory=ConverterConfig, description="Page conversion to Markdown.")
+    planner: PlannerConfig = Field(default_factory=PlannerConfig, description="Chunk planning over element IDs.")
+    embed: EmbedConfig = Field(default_factory=EmbedConfig, description="Passage and query embedding.")
+    milvus: MilvusConfig = Field(default_factory=MilvusConfig, description="Vector store.")
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig, description="Query-time retrieval.")
+    ray: RayConfig = Field(default_factory=RayConfig, description="Ray runtime and stage sizing.")
+    output: OutputConfig = Field(default_factory=OutputConfig, description="Where run artefacts go.")
+    serve: ServeConfig = Field(default_factory=ServeConfig, description="Query endpoint.")
+
+    @field_validator("converter")
+    @classmethod
+    def _known_backend(cls, v: ConverterConfig) -> ConverterConfig:
+        known = {"pdf-text", "vllm", "openai", "transformers", "simulated", "scripted"}
+        if v.backend not in known:
+            raise ValueError(f"unknown converter backend {v.backend!r}; known: {', '.join(sorted(known))}")
+        return v
+
+
+def _format_error(err: ValidationError, origin: str) -> str:
+    lines = [f"invalid configuration ({origin}):"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def _parse_scalar(raw: str) -> Any:
+    # YAML gives the natural reading of "4", "0.5", "true", "null", "[a, b]".
+    try:
+        return yaml.safe_load(raw)
+    except yaml.YAMLError:
+        return raw
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``dotted.key=value`` overrides to a raw config mapping (validated afterwards)."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"override {item!r} must look like dotted.key=value")
+        key, raw = item.split("=", 1)
+        parts = [p for p in key.strip().split(".") if p]
+        if not parts:
+            raise ConfigError(f"override {item!r} has an empty key")
+        node = data
+        for p in parts[:-1]:
+            child = node.setdefault(p, {})
+            if not isinstance(child, dict):
+                raise ConfigError(f"override {item!r}: {p!r} is not a section")
+            node = child
+        node[parts[-1]] = _parse_scalar(raw)
+    return data
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Read YAML (or defaults when path is None), apply overrides, validate."""
+    data: dict[str, Any] = {}
+    origin = "defaults"
+    if path is not None:
+        p = Path(path)
+        origin = str(p)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text()) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {p} is not valid YAML: {exc}") from None
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"config file {p} must hold a mapping at the top level")
+        data = loaded
+    data = apply_overrides(data, list(overrides or []))
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, origin)) from None
+
+
+# Sections that change what rows are produced; runtime sizing (ray, serve, output) does not.
+_HASHED_SECTIONS = ("intake", "render", "converter", "planner", "embed")
+
+
+def config_hash(cfg: Config, sections: tuple[str, ...] = _HASHED_SECTIONS) -> str:
+    """Stable 16-hex-digit hash of the sections that shape the output rows."""
+    dumped = cfg.model_dump(mode="json", include=set(sections))
+    # Secrets and pure transport settings never shape content.
+    dumped.get("converter", {}).get("model", {}).pop("api_key_env", None)
+    blob = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

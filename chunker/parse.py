@@ -1,0 +1,293 @@
+"""Markdown (the conversion contract) -> ID-addressable elements.
+
+The contract every converter writes, model or not:
+
+* ``<!-- page N -->`` on its own line: what follows is on 1-based page N.
+* ``#`` .. ``######`` headings: real heading levels.
+* Paragraphs: blocks separated by blank lines.
+* Lists: items starting ``- ``, ``* ``, ``+ ``, ``1. `` or ``1) ``; indented lines continue the item. One list block is
+  one element (steps are never split).
+* Tables, two spellings, both parsed into one ``table_row`` element per row whose text names every column:
+  a GitHub pipe table (header row, ``---`` row, body rows), or a block between ``<!-- table -->`` and
+  ``<!-- /table -->`` holding one self-contained row sentence per line. ``<!-- table continued -->`` opens a block
+  that continues the previous table (same group).
+* Figures: ``![caption or description](figure)``, optionally followed by ``<!-- bbox x0 y0 x1 y1 -->`` on the same
+  line; lines directly below without a blank line extend the description.
+* Fenced code blocks (```) are one ``code`` element.
+
+Element IDs are ``{doc_id}:{ordinal}``; ordinals restart per segment at ``segment_index * SEGMENT_STRIDE`` so
+segments parsed on different workers never collide and one document's IDs sort in reading order.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from chunker.types import ConvertedBatch, Element
+
+SEGMENT_STRIDE = 1_000_000
+
+_PAGE = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_LIST_ITEM = re.compile(r"^(\s*)([-*+•]|\d{1,3}[.)])\s+(.*)$")
+_TABLE_OPEN = re.compile(r"^\s*<!--\s*table(\s+continued)?\s*-->\s*$", re.I)
+_TABLE_CLOSE = re.compile(r"^\s*<!--\s*/table\s*-->\s*$", re.I)
+_FIGURE = re.compile(r"^!\[(.*?)\]\(figure\)\s*(?:<!--\s*bbox\s+([\d.\s-]+?)\s*-->)?\s*$", re.I)
+_COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
+_PIPE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+
+
+@dataclass
+class _Block:
+    kind: str
+    text: str
+    page_start: int
+    page_end: int
+    level: int = 0
+    bbox: list[float] | None = None
+    group: str = ""
+    ordered: bool = False
+
+
+def _split_pipe_row(line: str) -> list[str]:
+    s = line.strip()
+    if s.startswith("|"):
+        s = s[1:]
+    if s.endswith("|"):
+        s = s[:-1]
+    return [c.strip() for c in re.split(r"(?<!\\)\|", s)]
+
+
+def table_row_sentence(headers: list[str], cells: list[str]) -> str:
+    """One self-contained sentence for a table row: every value with its column header."""
+    parts = []
+    for i, cell in enumerate(cells):
+        if not cell:
+            continue
+        head = headers[i] if i < len(headers) and headers[i] else f"Column {i + 1}"
+        parts.append(f"{head}: {cell}")
+    return "; ".join(parts) + ("." if parts and not parts[-1].endswith(".") else "")
+
+
+class _Scanner:
+    """Line scanner that turns the contract into blocks, tracking the current page."""
+
+    def __init__(self, default_page: int) -> None:
+        self.page = default_page
+        self.blocks: list[_Block] = []
+        self.table_seq = 0
+        self.last_table_group = ""
+
+    def _new_table_group(self, continued: bool) -> str:
+        if continued and self.last_table_group:
+            return self.last_table_group
+        self.table_seq += 1
+        self.last_table_group = f"t{self.table_seq}"
+        return self.last_table_group
+
+    def scan(self, lines: list[str]) -> None:
+        i, n = 0, len(lines)
+        while i < n:
+            line = lines[i]
+            stripped = line.strip()
+            m = _PAGE.match(line)
+            if m:
+                self.page = int(m.group(1))
+                i += 1
+                continue
+            if not stripped:
+                i += 1
+                continue
+            if stripped.startswith("```"):
+                i = self._code(lines, i)
+                continue
+            m = _TABLE_OPEN.match(line)
+            if m:
+                i = self._sentence_table(lines, i + 1, continued=bool(m.group(1)))
+                continue
+            if _COMMENT.match(line):
+                i += 1
+                continue
+            m = _HEADING.match(stripped)
+            if m and m.group(2):
+                self.blocks.append(_Block("heading", m.group(2).strip(), self.page, self.page, level=len(m.group(1))))
+                i += 1
+                continue
+            if stripped.startswith("|") and i + 1 < n and _PIPE_SEP.match(lines[i + 1]):
+                i = self._pipe_table(lines, i)
+                continue
+            m = _FIGURE.match(stripped)
+            if m:
+                i = self._figure(lines, i, m)
+                continue
+            if _LIST_ITEM.match(line):
+                i = self._list(lines, i)
+                continue
+            i = self._paragraph(lines, i)
+
+    def _code(self, lines: list[str], i: int) -> int:
+        start_page = self.page
+        body = [lines[i]]
+        i += 1
+        while i < len(lines):
+            body.append(lines[i])
+            i += 1
+            if lines[i - 1].strip().startswith("```"):
+                break
+        self.blocks.append(_Block("code", "\n".join(body).strip(), start_page, self.page))
+        return i
+
+    def _sentence_table(self, lines: list[str], i: int, continued: bool) -> int:
+        group = self._new_table_group(continued)
+        while i < len(lines) and not _TABLE_CLOSE.match(lines[i]):
+            m = _PAGE.match(lines[i])
+            if m:
+                self.page = int(m.group(1))
+            elif lines[i].strip() and not _COMMENT.match(lines[i]):
+                row = lines[i].strip()
+                row = re.sub(r"^([-*+•]|\d{1,3}[.)])\s+", "", row)
+                self.blocks.append(_Block("table_row", row, self.page, self.page, group=group))
+            i += 1
+        return i + 1
+
+    def _pipe_table(self, lines: list[str], i: int) -> int:
+        headers = _split_pipe_row(lines[i])
+        group = self._new_table_group(False)
+        i += 2
+        while i < len(lines) and lines[i].strip().startswith("|"):
+            cells = _split_pipe_row(lines[i])
+            sentence = table_row_sentence(headers, cells)
+            if sentence:
+                self.blocks.append(_Block("table_row", sentence, self.page, self.page, group=group))
+            i += 1
+        return i
+
+    def _figure(self, lines: list[str], i: int, m: re.Match[str]) -> int:
+        bbox = None
+        if m.group(2):
+            try:
+                vals = [float(v) for v in m.group(2).split()]
+                bbox = vals if len(vals) == 4 else None
+            except ValueError:
+                bbox = None
+        text = [m.group(1).strip()]
+        i += 1
+        while i < len(lines) and lines[i].strip() and not _PAGE.match(lines[i]) and not _HEADING.match(lines[i].strip()):
+            text.append(lines[i].strip())
+            i += 1
+        self.blocks.append(_Block("figure", "\n".join(t for t in text if t), self.page, self.page, bbox=bbox))
+        return i
+
+    def _list(self, lines: list[str], i: int) -> int:
+        start_page = self.page
+        items: list[str] = []
+        first = _LIST_ITEM.match(lines[i])
+        ordered = bool(first and first.group(2)[0].isdigit())
+        while i < len(lines):
+            line = lines[i]
+            if _PAGE.match(line):
+                # A page break inside a list does not end it: steps continue over pages.
+                j = i + 1
+                while j < len(lines) and not lines[j].strip():
+                    j += 1
+                if j < len(lines) and _LIST_ITEM.match(lines[j]):
+                    self.page = int(_PAGE.match(line).group(1))  # type: ignore[union-attr]
+                    i = j
+                    continue
+                break
+            if not line.strip():
+                # A blank line ends the list unless the next non-blank line is another item.
+                j = i + 1
+                while j < len(lines) and not lines[j].strip():
+                    j += 1
+                if j < len(lines) and _LIST_ITEM.match(lines[j]):
+                    i = j
+                    continue
+                break
+            m = _LIST_ITEM.match(line)
+            if m:
+                items.append(line.rstrip())
+            elif items and (line.startswith((" ", "\t")) or not _starts_block(line)):
+                items[-1] = items[-1] + " " + line.strip()
+            else:
+                break
+            i += 1
+        self.blocks.append(_Block("list", "\n".join(items), start_page, self.page, ordered=ordered))
+        return i
+
+    def _paragraph(self, lines: list[str], i: int) -> int:
+        buf: list[str] = []
+        while i < len(lines):
+            line = lines[i]
+            if not line.strip() or _PAGE.match(line) or (buf and _starts_block(line)):
+                break
+            buf.append(line.strip())
+            i += 1
+        self.blocks.append(_Block("paragraph", " ".join(buf), self.page, self.page))
+        return i
+
+
+def _starts_block(line: str) -> bool:
+    s = line.strip()
+    return bool(
+        _HEADING.match(s)
+        or _LIST_ITEM.match(line)
+        or s.startswith("```")
+        or _TABLE_OPEN.match(line)
+        or _FIGURE.match(s)
+        or _PAGE.match(line)
+        or (s.startswith("|") and s.endswith("|"))
+    )
+
+
+def parse_markdown(
+    doc_id: str,
+    markdown_pages: Iterable[tuple[str, int]],
+    segment_index: int = 0,
+    heading_path: list[str] | None = None,
+) -> list[Element]:
+    """Parse Markdown pieces (text, first page of the piece) into elements with stable IDs.
+
+    ``heading_path`` seeds the heading chain (a segment starts under the headings its overlap left open).
+    """
+    scanner = _Scanner(default_page=1)
+    for text, first_page in markdown_pages:
+        scanner.page = first_page
+        scanner.scan(text.splitlines())
+    path: list[tuple[int, str]] = [(i + 1, h) for i, h in enumerate(heading_path or [])]
+    elements: list[Element] = []
+    base = segment_index * SEGMENT_STRIDE
+    for block in scanner.blocks:
+        if block.kind == "heading":
+            path = [(lvl, h) for lvl, h in path if lvl < block.level]
+            path.append((block.level, block.text))
+            hp = [h for _, h in path]
+        else:
+            hp = [h for _, h in path]
+        ordinal = base + len(elements)
+        elements.append(
+            Element(
+                element_id=f"{doc_id}:{ordinal}",
+                doc_id=doc_id,
+                ordinal=ordinal,
+                kind=block.kind,  # type: ignore[arg-type]
+                text=block.text,
+                level=block.level,
+                heading_path=hp,
+                page_start=block.page_start,
+                page_end=block.page_end,
+                bbox=block.bbox,
+                group=block.group,
+                attrs={"ordered": True} if block.ordered else {},
+            )
+        )
+    return elements
+
+
+def parse_batches(doc_id: str, batches: list[ConvertedBatch], segment_index: int = 0,
+                  heading_path: list[str] | None = None) -> list[Element]:
+    """Elements of a segment's converted batches, in batch order, overlap (context-only) batches left out."""
+    kept = sorted((b for b in batches if not b.context_only), key=lambda b: b.batch_index)
+    return parse_markdown(doc_id, [(b.markdown, b.page_start) for b in kept], segment_index, heading_path)
