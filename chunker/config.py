@@ -169,6 +169,12 @@ class ServeConfig(_Section):
     port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
     replicas: int = Field(1, ge=1, description="Replicas of the query deployment.")
     max_query_chars: int = Field(2000, ge=1, description="Longest query accepted.")
+    num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per query replica (fractional on laptops).")
+    max_ongoing_requests: int = Field(16, ge=1, description="Requests one replica handles at once before queueing.")
+    autoscaling: bool = Field(False, description="Scale replicas between min_replicas and max_replicas (replicas is then ignored).")
+    min_replicas: int = Field(1, ge=0, description="Fewest replicas when autoscaling.")
+    max_replicas: int = Field(4, ge=1, description="Most replicas when autoscaling.")
+    target_ongoing_requests: float = Field(4.0, gt=0, description="Ongoing requests per replica the autoscaler aims at.")
 
 
 class Config(_Section):
