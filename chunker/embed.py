@@ -51,6 +51,17 @@ class Embedder:
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
 
+    @staticmethod
+    def dimension(cfg: EmbedConfig) -> int:
+        """The output dimension without loading the weights (the driver only needs it to create the collection)."""
+        import json
+        from pathlib import Path
+
+        pooling = Path(resolve_model_path(cfg.model)) / "1_Pooling" / "config.json"
+        if pooling.is_file():
+            return int(json.loads(pooling.read_text())["word_embedding_dimension"])
+        return Embedder(cfg).dim
+
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -1,0 +1,226 @@
+"""Deterministic chunk planning over element IDs.
+
+The planner never writes text: it groups element IDs into chunks, then :func:`build_chunks` rebuilds each chunk's
+text from the verbatim elements, prefixed with the heading breadcrumb. Boundaries are small predicates over
+*units* (groups of elements that must stay together):
+
+* a list is one unit, and lists that continue each other (a page or batch break between steps) join;
+* a paragraph that introduces a list (ends with ":") joins that list;
+* a question (a paragraph or bold line ending with "?") and its answer are one unit, and a question always starts a
+  new chunk, so FAQ pairs are split apart and never cut;
+* table rows are single units that pack only with rows of the same table (modality ``table``);
+* a figure is a chunk of its own (modality ``figure``) so visual questions can boost it;
+* a heading never ends up alone: it is placed in the first chunk of its section (or the next one when the section is
+  empty); its text lives in the breadcrumb of every chunk below it.
+
+Coverage is verified after planning: every element exactly once, in order, or :class:`CoverageError`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from chunker.config import PlannerConfig
+from chunker.types import Chunk, Element, Modality
+
+PLANNER_NAME = "deterministic"
+
+
+class CoverageError(RuntimeError):
+    """A chunk plan drops, repeats or reorders elements; the document must fail loudly."""
+
+
+@dataclass
+class Unit:
+    elements: list[Element]
+    kind: str  # "text" | "table" | "figure" | "question"
+    group: str = ""
+
+    @property
+    def size(self) -> int:
+        return sum(len(e.text) + 1 for e in self.elements)
+
+
+@dataclass
+class Plan:
+    """A chunk as an ordered list of element IDs, before its text is built."""
+
+    element_ids: list[str] = field(default_factory=list)
+
+
+_QUESTION = re.compile(r"^(\*\*|__)?(Q(uestion)?\s*[:.]\s*)?.{3,300}\?(\*\*|__)?$", re.S)
+
+
+def is_question(e: Element) -> bool:
+    return e.kind == "paragraph" and bool(_QUESTION.match(e.text.strip())) and len(e.text) <= 300
+
+
+def _continues_list(prev: Element, e: Element) -> bool:
+    return prev.kind == "list" and e.kind == "list" and prev.heading_path == e.heading_path
+
+
+def make_units(elements: list[Element], max_chars: int = 1600) -> list[Unit]:
+    """Group a section's non-heading elements into units that must never be split."""
+    units: list[Unit] = []
+    for e in elements:
+        prev_unit = units[-1] if units else None
+        prev = prev_unit.elements[-1] if prev_unit else None
+        if e.kind == "table_row":
+            units.append(Unit([e], "table", e.group))
+        elif e.kind == "figure":
+            units.append(Unit([e], "figure"))
+        elif is_question(e):
+            units.append(Unit([e], "question"))
+        elif prev_unit and prev and prev_unit.kind in ("text", "question") and e.kind == "list" and (
+            _continues_list(prev, e) or (prev.kind == "paragraph" and prev.text.rstrip().endswith(":"))
+        ):
+            prev_unit.elements.append(e)
+        elif prev_unit and prev_unit.kind == "question" and prev_unit.size + len(e.text) <= max_chars:
+            # The answer stays with its question until the next question or a table/figure.
+            prev_unit.elements.append(e)
+        else:
+            units.append(Unit([e], "text"))
+    return units
+
+
+def _sections(elements: list[Element]) -> Iterator[tuple[list[Element], list[Element]]]:
+    """(headings leading the section, body elements) in order; a section ends at the next heading."""
+    heads: list[Element] = []
+    body: list[Element] = []
+    for e in elements:
+        if e.kind == "heading":
+            if body:
+                yield heads, body
+                heads, body = [], []
+            heads.append(e)
+        else:
+            body.append(e)
+    if heads or body:
+        yield heads, body
+
+
+def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
+    """Greedy packing of one section's units up to the target size."""
+    groups: list[list[Unit]] = []
+    cur: list[Unit] = []
+    cur_size = 0
+
+    def flush() -> None:
+        nonlocal cur, cur_size
+        if cur:
+            groups.append(cur)
+        cur, cur_size = [], 0
+
+    for u in units:
+        kind_break = bool(cur) and (
+            u.kind == "figure"
+            or cur[-1].kind == "figure"
+            or u.kind == "question"
+            or (u.kind == "table") != (cur[-1].kind == "table")
+            or (u.kind == "table" and u.group != cur[-1].group)
+        )
+        too_big = bool(cur) and cur_size + u.size > cfg.target_chars
+        # A small chunk may still take the next unit rather than be left tiny, within the hard cap.
+        if too_big and cur_size < cfg.min_chars and cur_size + u.size <= cfg.max_chars and not kind_break:
+            too_big = False
+        if kind_break or too_big:
+            flush()
+        cur.append(u)
+        cur_size += u.size
+    flush()
+    # A small tail joins its predecessor when both are plain text and the result fits.
+    if len(groups) >= 2:
+        last, prev = groups[-1], groups[-2]
+        if (sum(u.size for u in last) < cfg.min_chars and all(u.kind == "text" for u in last + prev)
+                and sum(u.size for u in last + prev) <= cfg.max_chars):
+            groups[-2] = prev + last
+            groups.pop()
+    return groups
+
+
+def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
+    """Chunk plans (ordered element-ID lists) covering every element exactly once, in order."""
+    plans: list[Plan] = []
+    pending_heads: list[Element] = []
+    for heads, body in _sections(elements):
+        pending_heads.extend(heads)
+        if not body:
+            continue
+        for i, group in enumerate(_pack(make_units(body, cfg.max_chars), cfg)):
+            ids = [e.element_id for u in group for e in u.elements]
+            if i == 0 and pending_heads:
+                ids = [h.element_id for h in pending_heads] + ids
+                pending_heads = []
+            plans.append(Plan(ids))
+    if pending_heads:
+        # Trailing headings with no content under them: keep them, attached to the last chunk.
+        if plans:
+            plans[-1].element_ids.extend(h.element_id for h in pending_heads)
+        else:
+            plans.append(Plan([h.element_id for h in pending_heads]))
+    verify_coverage(elements, plans)
+    return plans
+
+
+def verify_coverage(elements: list[Element], plans: list[Plan]) -> None:
+    placed = [eid for p in plans for eid in p.element_ids]
+    expected = [e.element_id for e in elements]
+    if placed == expected:
+        return
+    seen: set[str] = set()
+    dupes = [eid for eid in placed if eid in seen or seen.add(eid)]  # type: ignore[func-returns-value]
+    missing = sorted(set(expected) - set(placed))
+    unknown = sorted(set(placed) - set(expected))
+    raise CoverageError(
+        f"chunk plan does not cover the elements exactly once in order: "
+        f"{len(missing)} missing {missing[:5]}, {len(dupes)} repeated {dupes[:5]}, {len(unknown)} unknown {unknown[:5]}"
+    )
+
+
+def breadcrumb(path: list[str], levels: int) -> str:
+    """The heading chain: the top heading plus the deepest ``levels - 1`` below it."""
+    if levels <= 0 or not path:
+        return ""
+    if len(path) > levels:
+        path = [path[0]] + path[len(path) - (levels - 1):] if levels > 1 else [path[0]]
+    return " > ".join(p.strip() for p in path if p.strip())
+
+
+def chunk_id(doc_id: str, element_ids: list[str]) -> str:
+    return hashlib.sha256(f"{doc_id}|{','.join(element_ids)}".encode()).hexdigest()[:32]
+
+
+def _modality(els: list[Element]) -> Modality:
+    kinds = {e.kind for e in els if e.kind != "heading"}
+    if "figure" in kinds:
+        return "figure"
+    if kinds == {"table_row"}:
+        return "table"
+    return "text"
+
+
+def build_chunks(elements: list[Element], plans: list[Plan], cfg: PlannerConfig, config_hash: str,
+                 source: str = "", source_uri: str = "", planner: str = PLANNER_NAME) -> list[Chunk]:
+    """Rebuild each chunk's text from verbatim elements, prefixed with its heading breadcrumb."""
+    by_id = {e.element_id: e for e in elements}
+    chunks: list[Chunk] = []
+    for p in plans:
+        els = [by_id[i] for i in p.element_ids]
+        content = [e for e in els if e.kind != "heading"] or els
+        # The breadcrumb is the deepest heading path inside the chunk's content.
+        crumb = breadcrumb(content[0].heading_path if content[0].kind != "heading"
+                           else content[0].heading_path, cfg.breadcrumb_levels)
+        body = "\n".join(e.text for e in content if e.kind != "heading")
+        if not body:  # a chunk of headings only (a document with no body text)
+            body = "\n".join(e.text for e in els)
+        text = f"{crumb}\n\n{body}" if crumb else body
+        pages = [e.page_start for e in els if e.page_start] + [e.page_end for e in els if e.page_end]
+        chunks.append(Chunk(
+            chunk_id=chunk_id(els[0].doc_id, p.element_ids), doc_id=els[0].doc_id, element_ids=list(p.element_ids),
+            text=text, breadcrumb=crumb, page_start=min(pages, default=0), page_end=max(pages, default=0),
+            modality=_modality(els), planner=planner, config_hash=config_hash, source=source, source_uri=source_uri,
+        ))
+    return chunks

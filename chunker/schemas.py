@@ -1,0 +1,132 @@
+"""The Arrow schemas of every persisted stage, and the only code that turns stage rows into tables.
+
+Every table also carries ``config_hash`` so a row's lineage (which settings made it) is never lost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, fields, is_dataclass
+from typing import Any
+
+import pyarrow as pa
+
+DOCUMENT = pa.schema([
+    ("doc_id", pa.string()),
+    ("source_uri", pa.string()),
+    ("source", pa.string()),
+    ("num_pages", pa.int32()),
+    ("status", pa.string()),
+    ("error", pa.string()),
+    ("size_bytes", pa.int64()),
+    ("num_chunks", pa.int32()),
+    ("fallback_pages", pa.int32()),
+    ("config_hash", pa.string()),
+])
+
+RENDERED_PAGE = pa.schema([
+    ("doc_id", pa.string()),
+    ("page", pa.int32()),
+    ("width", pa.int32()),
+    ("height", pa.int32()),
+    ("bytes", pa.int64()),
+    ("render_ms", pa.float32()),
+    ("encode_ms", pa.float32()),
+    ("config_hash", pa.string()),
+])
+
+CONVERTED_BATCH = pa.schema([
+    ("doc_id", pa.string()),
+    ("segment_index", pa.int32()),
+    ("batch_index", pa.int32()),
+    ("page_start", pa.int32()),
+    ("page_end", pa.int32()),
+    ("markdown", pa.large_string()),
+    ("context_out", pa.string()),
+    ("model", pa.string()),
+    ("prompt_version", pa.string()),
+    ("input_tokens", pa.int64()),
+    ("output_tokens", pa.int64()),
+    ("finish_reason", pa.string()),
+    ("attempts", pa.int32()),
+    ("fallback", pa.bool_()),
+    ("fallback_pages", pa.list_(pa.int32())),
+    ("context_only", pa.bool_()),
+    ("error", pa.string()),
+    ("config_hash", pa.string()),
+])
+
+ELEMENT = pa.schema([
+    ("element_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("ordinal", pa.int64()),
+    ("kind", pa.string()),
+    ("text", pa.large_string()),
+    ("level", pa.int8()),
+    ("heading_path", pa.list_(pa.string())),
+    ("page_start", pa.int32()),
+    ("page_end", pa.int32()),
+    ("bbox", pa.list_(pa.float32())),
+    ("group", pa.string()),
+    ("attrs", pa.string()),  # JSON
+    ("config_hash", pa.string()),
+])
+
+CHUNK = pa.schema([
+    ("chunk_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("element_ids", pa.list_(pa.string())),
+    ("text", pa.large_string()),
+    ("breadcrumb", pa.string()),
+    ("page_start", pa.int32()),
+    ("page_end", pa.int32()),
+    ("modality", pa.string()),
+    ("planner", pa.string()),
+    ("config_hash", pa.string()),
+    ("source", pa.string()),
+    ("source_uri", pa.string()),
+])
+
+SCHEMAS = {"documents": DOCUMENT, "pages": RENDERED_PAGE, "batches": CONVERTED_BATCH,
+           "elements": ELEMENT, "chunks": CHUNK}
+
+
+def _row(obj: Any) -> dict[str, Any]:
+    if is_dataclass(obj):
+        return {f.name: getattr(obj, f.name) for f in fields(obj)}
+    return dict(obj)
+
+
+def to_table(rows: list[Any], schema: pa.Schema, **constants: Any) -> pa.Table:
+    """Rows (dataclasses or dicts) -> a table of exactly ``schema``; ``constants`` fill columns for every row
+    (e.g. ``config_hash``). Missing columns become nulls; unknown attributes are ignored."""
+    import json
+
+    dicts = [_row(r) for r in rows]
+    cols: dict[str, list[Any]] = {}
+    for name in schema.names:
+        if name in constants:
+            cols[name] = [constants[name]] * len(dicts)
+            continue
+        values = [d.get(name) for d in dicts]
+        if name == "attrs":
+            values = [json.dumps(v or {}, sort_keys=True) for v in values]
+        cols[name] = values
+    return pa.Table.from_pydict(cols, schema=schema)
+
+
+def from_table(table: pa.Table, cls: type) -> list[Any]:
+    """Table rows -> dataclass instances (the inverse of :func:`to_table` for the dataclass's own fields)."""
+    import json
+
+    names = {f.name for f in fields(cls)}
+    out = []
+    for row in table.to_pylist():
+        kwargs = {k: v for k, v in row.items() if k in names}
+        if "attrs" in kwargs and isinstance(kwargs["attrs"], str):
+            kwargs["attrs"] = json.loads(kwargs["attrs"] or "{}")
+        out.append(cls(**kwargs))
+    return out
+
+
+def as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
+    return [asdict(r) if is_dataclass(r) else dict(r) for r in rows]

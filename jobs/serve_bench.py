@@ -1,0 +1,264 @@
+"""Load benchmark of the query endpoint, on loopback only, bounded in rows, clients, time and requests.
+
+It starts a ``milvus-lite server`` on 127.0.0.1 with a fresh collection of N synthetic chunks (random unit vectors,
+texts from a synthetic vocabulary so the BM25 leg has work too), serves :mod:`serving.app` on a free loopback port,
+runs C concurrent clients of ``POST /v1/query`` for D seconds, prints latency percentiles, throughput and errors,
+and tears everything down. It reports; it never asserts.
+
+    python -m jobs.serve_bench --quick                 # 5k chunks, 10 s
+    python -m jobs.serve_bench --chunks 100000 --clients 8 --duration 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from chunker.config import Config
+from chunker.types import Chunk
+
+MAX_DURATION_S = 600.0  # hard bound whatever the flags say: this is a benchmark, not a soak test
+MAX_CLIENTS = 64
+MAX_REQUESTS_PER_CLIENT_S = 500  # request cap per client-second, in case latency collapses to ~0
+_MODALITIES = ("text", "text", "text", "table", "figure")
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def vocabulary(size: int = 3000, seed: int = 7) -> list[str]:
+    """Pronounceable fake words: distinct enough for BM25, no real corpus needed."""
+    rng = np.random.default_rng(seed)
+    cons, vows = list("bcdfghklmnprstvz"), list("aeiou")
+    words: set[str] = set()
+    while len(words) < size:
+        n = int(rng.integers(2, 5))
+        words.add("".join(str(rng.choice(cons)) + str(rng.choice(vows)) for _ in range(n)))
+    return sorted(words)
+
+
+def synthetic_chunks(start: int, count: int, vocab: list[str], rng: np.random.Generator) -> list[Chunk]:
+    out = []
+    for i in range(start, start + count):
+        words = rng.choice(vocab, size=int(rng.integers(40, 120)))
+        doc = f"benchdoc{i // 40:06d}"
+        page = (i % 40) // 2 + 1
+        crumb = f"Manual {i // 40} > Section {(i % 40) // 8}"
+        out.append(
+            Chunk(
+                chunk_id=f"bench-{i:08d}", doc_id=doc, element_ids=[f"{doc}:{i % 40}"],
+                text=f"{crumb}\n\n" + " ".join(words), breadcrumb=crumb, page_start=page, page_end=page,
+                modality=_MODALITIES[i % len(_MODALITIES)],  # type: ignore[arg-type]
+                planner="synthetic", config_hash="bench", source=f"bench/{doc}.pdf", source_uri=f"bench/{doc}.pdf",
+            )
+        )
+    return out
+
+
+def load_collection(cfg: Config, n: int, dim: int, batch: int = 2000) -> float:
+    """Insert n synthetic chunks; returns seconds taken. Vectors are random unit rows: setup speed over meaning."""
+    from chunker.store import ChunkStore
+
+    rng = np.random.default_rng(11)
+    vocab = vocabulary()
+    store = ChunkStore(cfg.milvus, dim)
+    t0 = time.perf_counter()
+    for start in range(0, n, batch):
+        count = min(batch, n - start)
+        vecs = rng.standard_normal((count, dim)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        store.upsert(synthetic_chunks(start, count, vocab, rng), vecs)
+        if (start // batch) % 10 == 0:
+            print(f"  loaded {start + count:,}/{n:,} chunks", flush=True)
+    print(f"  collection holds {store.count():,} chunks", flush=True)
+    close = getattr(store, "close", None)
+    if callable(close):
+        close()
+    return time.perf_counter() - t0
+
+
+def query_bodies(n: int = 200, seed: int = 3) -> list[dict[str, Any]]:
+    """Varied requests: short and long questions, some with filters, k from 3 to 20."""
+    rng = np.random.default_rng(seed)
+    vocab = vocabulary()
+    bodies = []
+    for i in range(n):
+        q = " ".join(rng.choice(vocab, size=int(rng.integers(2, 16))))
+        body: dict[str, Any] = {"query": f"what does the manual say about {q}?", "k": int(rng.choice([3, 5, 10, 20]))}
+        if i % 5 == 1:
+            body["filters"] = {"modality": "table"}
+        elif i % 5 == 3:
+            body["filters"] = {"page_min": 2, "page_max": 10}
+        bodies.append(body)
+    return bodies
+
+
+async def _client(
+    base: str, bodies: list[dict[str, Any]], offset: int, deadline: float, cap: int, lat: list[float],
+    codes: Counter[str], server: list[dict[str, float]],
+) -> None:
+    import httpx
+
+    async with httpx.AsyncClient(base_url=base, timeout=30.0) as http:
+        i = offset
+        while time.perf_counter() < deadline and i - offset < cap:
+            body = bodies[i % len(bodies)]
+            i += 1
+            t = time.perf_counter()
+            try:
+                r = await http.post("/v1/query", json=body)
+                code = str(r.status_code)
+                if r.status_code == 200:
+                    server.append(r.json()["timings_ms"])
+            except Exception as exc:  # noqa: BLE001 - a failed request is a data point, not a crash
+                code = type(exc).__name__
+            lat.append((time.perf_counter() - t) * 1000.0)
+            codes[code] += 1
+
+
+async def drive(base: str, clients: int, duration_s: float) -> dict[str, Any]:
+    bodies = query_bodies()
+    lat: list[float] = []
+    codes: Counter[str] = Counter()
+    server: list[dict[str, float]] = []
+    cap = int(duration_s * MAX_REQUESTS_PER_CLIENT_S)
+    t0 = time.perf_counter()
+    deadline = t0 + duration_s
+    await asyncio.gather(*(_client(base, bodies, c * 17, deadline, cap, lat, codes, server) for c in range(clients)))
+    wall = time.perf_counter() - t0
+    arr = np.asarray(lat) if lat else np.zeros(1)
+    ok = codes.get("200", 0)
+    report: dict[str, Any] = {
+        "clients": clients, "duration_s": round(wall, 2), "requests": len(lat), "ok": ok,
+        "errors": {k: v for k, v in codes.items() if k != "200"},
+        "requests_per_s": round(len(lat) / wall, 2),
+        "latency_ms": {p: round(float(np.percentile(arr, q)), 1) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))},
+        "latency_ms_max": round(float(arr.max()), 1),
+    }
+    if server:
+        report["server_ms_mean"] = {
+            key: round(float(np.mean([s.get(key, 0.0) for s in server])), 1) for key in ("embed", "search", "rerank", "total")
+        }
+    return report
+
+
+def _wait_port(port: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.2)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f} s")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m jobs.serve_bench", description=__doc__.split("\n")[0])
+    p.add_argument("--config", default=None, help="YAML config for the app (defaults when omitted).")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Config override; repeatable.")
+    p.add_argument("--chunks", type=int, default=100_000, help="Synthetic chunks in the collection.")
+    p.add_argument("--clients", type=int, default=8, help="Concurrent HTTP clients.")
+    p.add_argument("--duration", type=float, default=60.0, help="Seconds of load.")
+    p.add_argument("--replicas", type=int, default=1, help="Query replicas.")
+    p.add_argument("--quick", action="store_true", help="5,000 chunks and 10 s of load.")
+    p.add_argument("--json", default=None, help="Also write the report to this file.")
+    ns = p.parse_args(argv)
+    if ns.quick:
+        ns.chunks, ns.duration = min(ns.chunks, 5_000), min(ns.duration, 10.0)
+    ns.chunks = max(1, ns.chunks)
+    ns.clients = max(1, min(ns.clients, MAX_CLIENTS))
+    ns.duration = max(1.0, min(ns.duration, MAX_DURATION_S))
+    return ns
+
+
+def run(ns: argparse.Namespace) -> dict[str, Any]:
+    import ray
+    from ray import serve
+
+    from serving.app import build_app, config_from_args
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback benchmark: no token dance
+    work = Path(tempfile.mkdtemp(prefix="serve_bench_"))
+    milvus_port, http_port = free_port(), free_port()
+    uri = f"http://127.0.0.1:{milvus_port}"
+    overrides = [*ns.set, f"milvus.uri={uri}", f"serve.replicas={ns.replicas}", "serve.autoscaling=false"]
+    app_args = {"config": ns.config, "set": overrides}
+    cfg = config_from_args(app_args)
+    exe = Path(sys.executable).with_name("milvus-lite")
+    server = subprocess.Popen(
+        [str(exe), "server", "--data-dir", str(work / "milvus"), "--host", "127.0.0.1", "--port", str(milvus_port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    report: dict[str, Any] = {"chunks": ns.chunks, "replicas": ns.replicas, "mode": cfg.retrieval.mode}
+    try:
+        _wait_port(milvus_port, 60)
+        from chunker.embed import Embedder
+
+        dim = Embedder(cfg.embed).dim
+        print(f"loading {ns.chunks:,} synthetic chunks (dim {dim}) into {uri}", flush=True)
+        load_s = load_collection(cfg, ns.chunks, dim)
+        report["load_s"] = round(load_s, 1)
+        report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
+        ray.init(num_cpus=cfg.ray.local_num_cpus or 4, include_dashboard=False, log_to_driver=False)
+        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
+        t0 = time.perf_counter()
+        serve.run(build_app(app_args), name="bench", route_prefix="/")
+        report["serve_start_s"] = round(time.perf_counter() - t0, 1)
+        base = f"http://127.0.0.1:{http_port}"
+        asyncio.run(drive(base, 1, 2.0))  # warm-up: first searches load the collection and JIT paths
+        print(f"driving {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
+        report.update(asyncio.run(drive(base, ns.clients, ns.duration)))
+    finally:
+        if ray.is_initialized():
+            try:
+                serve.shutdown()
+            finally:
+                ray.shutdown()
+        server.terminate()
+        try:
+            server.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        shutil.rmtree(work, ignore_errors=True)
+    return report
+
+
+def print_report(r: dict[str, Any]) -> None:
+    lat = r.get("latency_ms", {})
+    print("\n== serve benchmark ==")
+    print(f"chunks {r['chunks']:,}  replicas {r['replicas']}  mode {r['mode']}  clients {r.get('clients')}")
+    print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s")
+    print(f"requests {r.get('requests')} in {r.get('duration_s')} s = {r.get('requests_per_s')} req/s; ok {r.get('ok')}")
+    print(f"latency ms  p50 {lat.get('p50')}  p95 {lat.get('p95')}  p99 {lat.get('p99')}  max {r.get('latency_ms_max')}")
+    print(f"server-side mean ms {r.get('server_ms_mean')}")
+    print(f"errors {r.get('errors') or 'none'}")
+    print(json.dumps(r, sort_keys=True))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ns = parse_args(argv)
+    report = run(ns)
+    print_report(report)
+    if ns.json:
+        Path(ns.json).write_text(json.dumps(report, indent=2, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
