@@ -1,0 +1,390 @@
+"""Milvus I/O for chunks: one collection schema, idempotent upserts, dense / BM25 / hybrid search.
+
+The same class talks to a Milvus Lite directory (``*.db`` path, the embedded default) and to a Milvus server
+(``http(s)://host:port``). BM25 runs inside Milvus: a ``Function`` turns ``search_text`` into the sparse vector
+at insert time and the query text at search time, so no tokeniser lives on the client.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from chunker.config import MilvusConfig
+from chunker.filters import render_filter
+from chunker.types import Chunk
+
+SCHEMA_VERSION = 1
+PROP_SCHEMA_VERSION = "chunker.schema_version"
+PROP_DIM = "chunker.dim"
+PROP_ANALYZER = "chunker.analyzer"
+MAX_VARCHAR = 65535  # Milvus' cap on VARCHAR max_length (bytes)
+CONNECT_TIMEOUT_S = 10.0
+ROW_FIELDS = [
+    "chunk_id", "doc_id", "source", "source_uri", "breadcrumb", "text",
+    "page_start", "page_end", "modality", "planner", "config_hash", "element_ids",
+]
+SearchMode = Literal["dense", "sparse", "hybrid"]
+
+# A short explicit stop list rather than Milvus' "_english_" alias: Milvus Lite reads stop words literally,
+# so only an explicit list behaves the same on Lite and on a server.
+_ENGLISH_STOP_WORDS = [
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "will", "with", "what", "which", "how", "does", "do", "who", "when", "where", "why",
+]
+
+
+class StoreError(RuntimeError):
+    """The vector store cannot be used as configured; the message says what to do."""
+
+
+class StoreUnavailable(StoreError):
+    """The Milvus server (or the Lite data directory) cannot be reached or opened."""
+
+
+class SchemaMismatch(StoreError):
+    """An existing collection was built with another schema version or embedding dimension."""
+
+
+def is_server_uri(uri: str) -> bool:
+    return "://" in uri
+
+
+def analyzer_params(analyzer: str, lite: bool) -> dict[str, Any]:
+    """Milvus analyzer params for the configured analyzer name.
+
+    Written as custom analyzers (tokenizer + filters) because Milvus Lite only reads that form; a server
+    treats them exactly like its built-in analyzers of the same name.
+    """
+    if analyzer == "english":
+        return {
+            "tokenizer": "standard",
+            "filter": ["lowercase", {"type": "stemmer", "language": "english"},
+                       {"type": "stop", "stop_words": _ENGLISH_STOP_WORDS}],
+        }
+    if analyzer == "standard":
+        return {"tokenizer": "standard", "filter": ["lowercase"]}
+    if analyzer == "chinese":
+        return {"tokenizer": "jieba", "filter": ["cnalphanumonly"]}
+    if analyzer == "multilingual":
+        # Lite has no ICU tokenizer; its standard tokenizer is a Unicode \w+ splitter, the closest it offers.
+        if lite:
+            return {"tokenizer": "standard", "filter": ["lowercase"]}
+        return {"tokenizer": "icu", "filter": ["lowercase"]}
+    raise StoreError(f"unknown analyzer {analyzer!r}; known: english, standard, chinese, multilingual")
+
+
+def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
+    # VARCHAR limits count bytes; cut on a character boundary so the row is still valid UTF-8.
+    raw = text.encode("utf-8")
+    if len(raw) <= max_bytes:
+        return text
+    return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
+    """The Milvus row of one chunk (the sparse vector is filled by the BM25 function)."""
+    return {
+        "chunk_id": chunk.chunk_id,
+        "doc_id": chunk.doc_id,
+        "source": _clip_utf8(chunk.source, 2048),
+        "source_uri": _clip_utf8(chunk.source_uri, 4096),
+        "breadcrumb": _clip_utf8(chunk.breadcrumb, 4096),
+        "text": _clip_utf8(chunk.text),
+        "search_text": _clip_utf8(f"{chunk.breadcrumb}\n{chunk.text}" if chunk.breadcrumb else chunk.text),
+        "dense": [float(x) for x in vector],
+        "page_start": int(chunk.page_start),
+        "page_end": int(chunk.page_end),
+        "modality": chunk.modality,
+        "planner": chunk.planner,
+        "config_hash": chunk.config_hash,
+        "element_ids": list(chunk.element_ids),
+    }
+
+
+def _lite_dir_locked(path: Path) -> bool:
+    """True when another process holds Milvus Lite's LOCK file in ``path``."""
+    lock = path / "LOCK"
+    if not lock.exists():
+        return False
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: cannot tell, report the generic error
+        return False
+    fd = os.open(lock, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
+
+
+class ChunkStore:
+    """One chunk collection in Milvus Lite or a Milvus server."""
+
+    def __init__(self, cfg: MilvusConfig, dim: int, collection: str | None = None) -> None:
+        from pymilvus import MilvusClient
+        from pymilvus.exceptions import MilvusException
+
+        self.cfg = cfg
+        self.dim = int(dim)
+        self.collection = collection or cfg.collection
+        self.server = is_server_uri(cfg.uri)
+        try:
+            if self.server:
+                # The one secret this module needs; named by config so deployments pick their own variable.
+                token = os.environ.get(cfg.token_env, "")
+                self.client = MilvusClient(uri=cfg.uri, token=token, timeout=CONNECT_TIMEOUT_S)
+            else:
+                path = Path(cfg.uri).expanduser()
+                if path.suffix != ".db":
+                    raise StoreError(f"milvus.uri {cfg.uri!r}: a Milvus Lite path must end in .db (or use http://host:port)")
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.client = MilvusClient(uri=str(path))
+        except MilvusException as exc:
+            raise self._connect_error(exc) from None
+        # Lite 3.2 answers "milvus_lite-<version>", also behind `milvus-lite server`; it lacks filter templating
+        # and the ICU tokenizer, so those are decided per connection, not per URI.
+        self.version = str(self.client.get_server_version())
+        self.lite = "lite" in self.version.lower()
+        self._open_collection()
+
+    def _connect_error(self, exc: Exception) -> StoreError:
+        uri = self.cfg.uri
+        if not self.server and _lite_dir_locked(Path(uri).expanduser()):
+            return StoreUnavailable(
+                f"Milvus Lite data directory {uri!r} is locked by another process (Lite allows one process per "
+                f"directory). Serve it to several processes with `milvus-lite server --data-dir {uri} "
+                f"--host 127.0.0.1 --port N` and set milvus.uri=http://127.0.0.1:N"
+            )
+        if self.server:
+            return StoreUnavailable(
+                f"cannot reach Milvus at {uri} ({exc}); start the server, check milvus.uri, or set "
+                f"${self.cfg.token_env} if it needs a token"
+            )
+        return StoreUnavailable(f"cannot open Milvus Lite at {uri!r}: {exc}")
+
+    # ----------------------------------------------------------------- schema
+
+    def _rebuild_hint(self) -> str:
+        return (
+            f"rebuild it: re-ingest with a fresh milvus.uri (or milvus.collection), drop collection "
+            f"{self.collection!r}, or re-load the persisted chunks with `python -m jobs.rechunk ...`"
+        )
+
+    def _open_collection(self) -> None:
+        name = self.collection
+        if self.client.has_collection(name):
+            desc = self.client.describe_collection(name)
+            props = desc.get("properties") or {}
+            version = props.get(PROP_SCHEMA_VERSION)
+            if version != str(SCHEMA_VERSION):
+                raise SchemaMismatch(
+                    f"collection {name!r} at {self.cfg.uri} has schema version {version or 'unknown'}, this code "
+                    f"writes version {SCHEMA_VERSION}; {self._rebuild_hint()}"
+                )
+            dims = [int(f["params"]["dim"]) for f in desc["fields"] if f["name"] == "dense"]
+            if dims != [self.dim]:
+                raise SchemaMismatch(
+                    f"collection {name!r} holds {dims[0] if dims else '?'}-dim vectors but the embedder makes "
+                    f"{self.dim}-dim ones; {self._rebuild_hint()}"
+                )
+        else:
+            self._create_collection()
+        self.client.load_collection(name)
+
+    def _create_collection(self) -> None:
+        from pymilvus import DataType, Function, FunctionType
+
+        c = self.client
+        schema = c.create_schema(auto_id=False, enable_dynamic_field=False, description="chunker chunks")
+        schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=256)
+        schema.add_field("doc_id", DataType.VARCHAR, max_length=128)
+        schema.add_field("source", DataType.VARCHAR, max_length=2048)
+        schema.add_field("source_uri", DataType.VARCHAR, max_length=4096)
+        schema.add_field("breadcrumb", DataType.VARCHAR, max_length=4096)
+        schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
+        schema.add_field(
+            "search_text", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True,
+            analyzer_params=analyzer_params(self.cfg.analyzer, self.lite),
+        )
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=self.dim)
+        schema.add_field("page_start", DataType.INT64)
+        schema.add_field("page_end", DataType.INT64)
+        schema.add_field("modality", DataType.VARCHAR, max_length=16)
+        schema.add_field("planner", DataType.VARCHAR, max_length=64)
+        schema.add_field("config_hash", DataType.VARCHAR, max_length=64)
+        schema.add_field("element_ids", DataType.JSON)
+        schema.add_function(Function(
+            name="search_text_bm25", function_type=FunctionType.BM25,
+            input_field_names=["search_text"], output_field_names=["sparse"],
+        ))
+        index = c.prepare_index_params()
+        index.add_index("dense", index_type=self.cfg.index_type, metric_type=self.cfg.metric)
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+        properties = {
+            PROP_SCHEMA_VERSION: str(SCHEMA_VERSION), PROP_DIM: str(self.dim), PROP_ANALYZER: self.cfg.analyzer,
+        }
+        try:
+            c.create_collection(self.collection, schema=schema, index_params=index, properties=properties)
+        except ImportError as exc:  # Lite builds the jieba tokenizer at creation
+            raise StoreError(f"analyzer {self.cfg.analyzer!r} needs an extra package: {exc} (pip install jieba)") from None
+
+    # ------------------------------------------------------------------ writes
+
+    def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
+        """Insert or replace chunks by chunk_id; returns the rows written."""
+        vectors = np.asarray(vectors, dtype=np.float32)
+        if len(chunks) != len(vectors):
+            raise ValueError(f"{len(chunks)} chunks but {len(vectors)} vectors")
+        if len(chunks) and vectors.shape[1] != self.dim:
+            raise ValueError(f"vectors have dim {vectors.shape[1]}, the collection {self.dim}")
+        # Duplicate IDs in one call: the last wins, as it would across calls.
+        rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vectors)}.values())
+        step = self.cfg.upsert_batch
+        for i in range(0, len(rows), step):
+            self.client.upsert(self.collection, rows[i : i + step])
+        return len(rows)
+
+    def _filter(self, expr: str, params: dict[str, Any] | None) -> dict[str, Any]:
+        """Keyword arguments carrying a filter: templated on servers, rendered to literals on Lite."""
+        if not expr:
+            return {}
+        if params and not self.lite:
+            return {"filter": expr, "filter_params": dict(params)}
+        return {"filter": render_filter(expr, params or {})}
+
+    def _delete_where(self, expr: str, params: dict[str, Any]) -> int:
+        kw = self._filter(expr, params)
+        n = self._count(kw)
+        if n:
+            self.client.delete(self.collection, **kw)
+        return n
+
+    def delete_other_versions(self, source: str, keep_doc_id: str) -> int:
+        """Remove chunks of ``source`` that belong to any document version other than ``keep_doc_id``."""
+        return self._delete_where("source == {source} and doc_id != {doc_id}", {"source": source, "doc_id": keep_doc_id})
+
+    def delete_doc(self, doc_id: str) -> int:
+        return self._delete_where("doc_id == {doc_id}", {"doc_id": doc_id})
+
+    def flush(self) -> None:
+        self.client.flush(self.collection)
+
+    # ------------------------------------------------------------------- reads
+
+    def _count(self, filter_kw: dict[str, Any]) -> int:
+        res = self.client.query(
+            self.collection, output_fields=["count(*)"], consistency_level="Strong", **({"filter": ""} | filter_kw)
+        )
+        return int(res[0]["count(*)"]) if res else 0
+
+    def count(self) -> int:
+        """Exact number of rows (flushes first)."""
+        self.flush()
+        return self._count({})
+
+    def chunk_ids(self) -> set[str]:
+        out: set[str] = set()
+        # Lite cannot hand out an MVCC timestamp, so pymilvus warns on every iterator; the fallback it uses
+        # (a client-side timestamp) is right for us, so that one warning is silenced for the call.
+        log = logging.getLogger("pymilvus.client.iterator.query_iterator")
+        level = log.level
+        if self.lite:
+            log.setLevel(logging.ERROR)
+        try:
+            it = self.client.query_iterator(self.collection, batch_size=1000, filter="", output_fields=["chunk_id"])
+            try:
+                while batch := it.next():
+                    out.update(r["chunk_id"] for r in batch)
+            finally:
+                it.close()
+        finally:
+            log.setLevel(level)
+        return out
+
+    def search(
+        self,
+        dense: np.ndarray | None,
+        text: str | None,
+        mode: SearchMode = "hybrid",
+        limit: int = 10,
+        filter_expr: str = "",
+        filter_params: dict[str, Any] | None = None,
+        fusion: Literal["rrf", "weighted"] = "rrf",
+        rrf_k: int = 60,
+        dense_weight: float = 0.5,
+    ) -> list[dict[str, Any]]:
+        """Rows with a ``score`` (higher is better), best first.
+
+        A hybrid search with blank text (nothing for BM25 to match) degrades to dense; sparse needs text.
+        """
+        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
+
+        has_text = bool(text and text.strip())
+        if mode == "hybrid" and not has_text:
+            mode = "dense"
+        if mode in ("dense", "hybrid") and dense is None:
+            raise ValueError(f"{mode} search needs a query vector")
+        if mode == "sparse" and not has_text:
+            raise ValueError("sparse search needs query text")
+        fkw = self._filter(filter_expr, filter_params)
+        dense_req = None if dense is None else [np.asarray(dense, dtype=np.float32).reshape(-1).tolist()]
+        common = {"limit": int(limit), "output_fields": ROW_FIELDS}
+        if mode == "dense":
+            res = self.client.search(self.collection, data=dense_req, anns_field="dense",
+                                     search_params={"metric_type": self.cfg.metric}, **common, **fkw)
+            # L2 is a distance: negate so that every mode reports "higher is better".
+            sign = -1.0 if self.cfg.metric == "L2" else 1.0
+            return [self._row(h, sign * float(h["distance"])) for h in res[0]]
+        if mode == "sparse":
+            res = self.client.search(self.collection, data=[text], anns_field="sparse",
+                                     search_params={"metric_type": "BM25"}, **common, **fkw)
+            # BM25 scores are >= 0; Lite reports them negated (as distances), a server as is.
+            return [self._row(h, abs(float(h["distance"]))) for h in res[0]]
+        req_kw: dict[str, Any] = {}
+        if fkw:
+            req_kw["expr"] = fkw["filter"]
+            if "filter_params" in fkw:
+                req_kw["expr_params"] = fkw["filter_params"]
+        reqs = [
+            AnnSearchRequest(data=dense_req, anns_field="dense", param={"metric_type": self.cfg.metric},
+                             limit=int(limit), **req_kw),
+            AnnSearchRequest(data=[text], anns_field="sparse", param={"metric_type": "BM25"},
+                             limit=int(limit), **req_kw),
+        ]
+        ranker = RRFRanker(int(rrf_k)) if fusion == "rrf" else WeightedRanker(float(dense_weight), 1.0 - float(dense_weight))
+        res = self.client.hybrid_search(self.collection, reqs, ranker, **common)
+        return [self._row(h, float(h["distance"])) for h in res[0]]
+
+    @staticmethod
+    def _row(hit: dict[str, Any], score: float) -> dict[str, Any]:
+        entity = hit.get("entity") or {}
+        row = {k: entity.get(k) for k in ROW_FIELDS}
+        row["chunk_id"] = row["chunk_id"] or hit.get("id")
+        row["element_ids"] = list(row["element_ids"] or [])
+        row["score"] = score
+        return row
+
+    def drop(self) -> None:
+        """Drop the whole collection (a rebuild starts from nothing)."""
+        self.client.drop_collection(self.collection)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "ChunkStore":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
