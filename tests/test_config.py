@@ -1,0 +1,52 @@
+import pytest
+
+from chunker.config import Config, ConfigError, config_hash, load_config
+
+
+def test_local_yaml_loads_and_overrides(tmp_path):
+    cfg = load_config("configs/local.yaml", ["milvus.uri=/tmp/x.db", "planner.target_chars=600", "intake.batch_pages=5"])
+    assert cfg.milvus.uri == "/tmp/x.db"
+    assert cfg.planner.target_chars == 600
+    assert cfg.intake.batch_pages == 5
+
+
+def test_unknown_key_names_the_field(tmp_path):
+    with pytest.raises(ConfigError, match=r"planner\.target_size: unknown field"):
+        load_config(None, ["planner.target_size=3"])
+    bad = tmp_path / "c.yaml"
+    bad.write_text("milvus:\n  urii: x\n")
+    with pytest.raises(ConfigError, match=r"milvus\.urii"):
+        load_config(bad)
+
+
+def test_bad_values_name_the_field():
+    with pytest.raises(ConfigError, match=r"intake\.batch_pages"):
+        load_config(None, ["intake.batch_pages=0"])
+    with pytest.raises(ConfigError, match=r"converter"):
+        load_config(None, ["converter.backend=nonsense"])
+    with pytest.raises(ConfigError, match="min_chars <= target_chars"):
+        load_config(None, ["planner.min_chars=900", "planner.target_chars=800"])
+    with pytest.raises(ConfigError, match="dotted.key=value"):
+        load_config(None, ["no-equals-sign"])
+    with pytest.raises(ConfigError, match="not found"):
+        load_config("configs/does-not-exist.yaml")
+
+
+def test_hash_is_stable_and_tracks_content_settings():
+    a, b = Config(), Config()
+    assert config_hash(a) == config_hash(b)
+    assert len(config_hash(a)) == 16
+    # Runtime sizing does not change the rows, so it does not change the hash.
+    assert config_hash(load_config(None, ["ray.convert_actors=7", "milvus.uri=/x"])) == config_hash(a)
+    assert config_hash(load_config(None, ["planner.target_chars=500"])) != config_hash(a)
+
+
+def test_every_field_is_described():
+    def walk(model):
+        for name, f in model.model_fields.items():
+            assert f.description, f"{model.__name__}.{name} has no description"
+            ann = f.annotation
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                walk(ann)
+
+    walk(Config)

@@ -1,0 +1,80 @@
+from chunker.parse import SEGMENT_STRIDE, parse_batches, parse_markdown, table_row_sentence
+from chunker.types import ConvertedBatch
+
+MD = """<!-- page 3 -->
+# Manual
+
+## Setup
+
+Intro text that is
+reflowed.
+
+Follow these steps:
+
+1. Open the lid.
+2. Turn the valve.
+<!-- page 4 -->
+3. Close the lid.
+
+| Model | Flow | Price |
+| --- | --- | --- |
+| A-1 | 10 l/min | 100 |
+| B-2 | 20 l/min | |
+
+<!-- table -->
+Plan: Gold; Lounge: yes.
+Plan: Silver; Lounge: no.
+<!-- /table -->
+
+![Figure 1: Pump diagram](figure) <!-- bbox 10 20 110 220 -->
+The inlet is on the left.
+
+### Deep
+
+```
+code here
+```
+"""
+
+
+def test_contract_kinds_pages_and_paths():
+    els = parse_markdown("doc", [(MD, 1)])
+    kinds = [e.kind for e in els]
+    assert kinds == ["heading", "heading", "paragraph", "paragraph", "list", "table_row", "table_row",
+                     "table_row", "table_row", "figure", "heading", "code"]
+    assert [e.element_id for e in els][:3] == ["doc:0", "doc:1", "doc:2"]
+    para = els[2]
+    assert para.text == "Intro text that is reflowed." and para.page_start == 3
+    steps = els[4]
+    assert steps.text.count("\n") == 2 and "Close the lid" in steps.text, "a list continues over a page break"
+    assert (steps.page_start, steps.page_end) == (3, 4) and steps.attrs == {"ordered": True}
+    assert els[5].text == "Model: A-1; Flow: 10 l/min; Price: 100."
+    assert els[6].text == "Model: B-2; Flow: 20 l/min."
+    assert els[5].group == els[6].group != els[7].group == els[8].group
+    fig = els[9]
+    assert fig.bbox == [10.0, 20.0, 110.0, 220.0] and "inlet" in fig.text
+    assert els[11].heading_path == ["Manual", "Setup", "Deep"]
+    assert els[2].heading_path == ["Manual", "Setup"]
+
+
+def test_continued_table_keeps_group_and_segments_do_not_collide():
+    a = "<!-- page 1 -->\n<!-- table -->\nA: 1; B: 2.\n<!-- /table -->\n"
+    b = "<!-- page 2 -->\n<!-- table continued -->\nA: 3; B: 4.\n<!-- /table -->\n"
+    els = parse_markdown("d", [(a, 1), (b, 2)], segment_index=2, heading_path=["Top"])
+    assert els[0].group == els[1].group
+    assert els[0].ordinal == 2 * SEGMENT_STRIDE and els[1].element_id == f"d:{2 * SEGMENT_STRIDE + 1}"
+    assert els[0].heading_path == ["Top"]
+
+
+def test_overlap_batches_are_dropped():
+    batches = [
+        ConvertedBatch("d", 1, 0, 63, 64, "<!-- page 63 -->\nold text", context_only=True),
+        ConvertedBatch("d", 1, 1, 65, 68, "<!-- page 65 -->\nnew text"),
+    ]
+    els = parse_batches("d", batches, 1)
+    assert [e.text for e in els] == ["new text"]
+
+
+def test_row_sentence_skips_empty_cells_and_names_unnamed_columns():
+    assert table_row_sentence(["A", ""], ["1", "2"]) == "A: 1; Column 2: 2."
+    assert table_row_sentence(["A"], [""]) == ""
