@@ -1,0 +1,62 @@
+import pytest
+
+from chunker.metrics import (Evidence, RankedHit, aggregate, aggregate_by_type, content_words, doc_at_k,
+                             fact_at_budget, mrr_at_k, page_at_k, score_question, spent_text_by_doc)
+
+EV = [Evidence("dir/Baggage.pdf", "Each passenger may carry 23 kg in Economy.")]
+
+
+def h(src, text="x", p0=1, p1=1):
+    return RankedHit(src, text, p0, p1)
+
+
+def test_content_words_drop_stop_words_and_short_tokens():
+    assert content_words("The 23 kg limit, a B-2 plan!") == {"23", "kg", "limit", "plan"}
+
+
+def test_doc_and_mrr_on_rank_and_zero_hits():
+    hits = [h("Other.pdf"), h("a/b/baggage.pdf")]
+    assert doc_at_k(hits, EV, 5) == 1.0 and doc_at_k(hits, EV, 1) == 0.0
+    assert mrr_at_k(hits, EV, 10) == 0.5
+    assert doc_at_k([], EV) == 0.0 and mrr_at_k([], EV) == 0.0
+    assert fact_at_budget([], EV) == 0.0
+
+
+def test_ties_count_the_first_relevant_rank():
+    hits = [h("Baggage.pdf", "same"), h("Baggage.pdf", "same")]
+    assert mrr_at_k(hits, EV) == 1.0
+
+
+def test_fact_budget_cuts_the_last_hit_and_matches_by_document():
+    text = "Each passenger may carry 23 kg in Economy."
+    full = fact_at_budget([h("Baggage.pdf", text)], EV, 2000)
+    assert full == 1.0
+    # The same words from another document do not count.
+    assert fact_at_budget([h("Other.pdf", text)], EV, 2000) == 0.0
+    # A budget spent by an earlier hit leaves nothing for the relevant one.
+    assert fact_at_budget([h("Other.pdf", "z" * 2000), h("Baggage.pdf", text)], EV, 2000) == 0.0
+    # A cut hit scores only the words within the budget: "passenger" survives, "economy" does not.
+    part = fact_at_budget([h("Baggage.pdf", text)], EV, 18)
+    assert 0.0 < part < 1.0
+    assert spent_text_by_doc([h("A.pdf", "abcdef"), h("B.pdf", "ghij")], 8) == {"a.pdf": "abcdef", "b.pdf": "gh"}
+
+
+def test_fact_averages_over_facts():
+    ev = [Evidence("A.pdf", "alpha beta"), Evidence("B.pdf", "gamma delta")]
+    assert fact_at_budget([h("A.pdf", "alpha beta"), h("B.pdf", "gamma")], ev) == pytest.approx(0.75)
+
+
+def test_page_at_k_only_when_pages_named():
+    assert page_at_k([h("Baggage.pdf")], EV) is None
+    ev = [Evidence("Baggage.pdf", "", pages=[3])]
+    assert page_at_k([h("Baggage.pdf", p0=2, p1=4)], ev) == 1.0
+    assert page_at_k([h("Baggage.pdf", p0=5, p1=6)], ev) == 0.0
+
+
+def test_aggregate_overall_and_by_type():
+    s1 = score_question("1", "Factual", [h("Baggage.pdf", "23 kg")], EV)
+    s2 = score_question("2", "Procedural", [], EV)
+    agg = aggregate([s1, s2])
+    assert agg["questions"] == 2 and agg["doc@5"] == 0.5 and agg["page@5"] is None
+    assert set(aggregate_by_type([s1, s2])) == {"Factual", "Procedural"}
+    assert aggregate([])["doc@5"] == 0.0
