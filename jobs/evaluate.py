@@ -1,0 +1,177 @@
+"""Retrieval evaluation: our chunks beside baselines, scored the same way in the same run with the same embedder.
+
+    python -m jobs.evaluate --config configs/local.yaml --corpus ../shared/data/rag-multi-corpus-cloudway/pdf \
+        --queries ../shared/data/rag-multi-corpus-cloudway/queries.jsonl \
+        --reference ../shared/data/rag-multi-corpus-cloudway/reference_agentic_chunks.jsonl \
+        --modes dense,sparse,hybrid --output output/eval-cloudway
+
+Writes report.md, report.json and per-question scores under the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from chunker.config import Config, config_hash
+from chunker.metrics import Evidence, QuestionScore, RankedHit, aggregate, aggregate_by_type, score_question
+from jobs.common import base_parser, load_or_exit, setup_logging
+
+MODES = ("dense", "sparse", "hybrid")
+
+
+def load_queries(path: str) -> list[dict[str, Any]]:
+    out = []
+    for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            q = json.loads(line)
+            ev = [Evidence(doc=e["doc"], text=e.get("text", ""), pages=list(e.get("pages", [])))
+                  for e in q.get("evidence", [])]
+            out.append({"qid": str(q.get("qid", n)), "type": q.get("type", ""), "question": q["question"],
+                        "evidence": ev})
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise SystemExit(f"error: {path} line {n}: needs 'question' and 'evidence' [{{doc, text}}] ({exc})")
+    return out
+
+
+def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str, Any]], mode: str,
+                 k: int = 10) -> tuple[list[QuestionScore], list[dict[str, Any]]]:
+    from chunker.retrieval import Retriever
+
+    mcfg = cfg.model_copy(deep=True)
+    mcfg.retrieval.mode = mode  # type: ignore[assignment]
+    retriever = Retriever(mcfg, store=store, embedder=embedder)
+    scores, dump = [], []
+    for q in queries:
+        res = retriever.search(q["question"], k=k)
+        hits = [RankedHit(h.source, h.text, h.page_start, h.page_end) for h in res.hits]
+        s = score_question(q["qid"], q["type"], hits, q["evidence"])
+        scores.append(s)
+        dump.append({**asdict(s), "top": [h.source for h in res.hits[:5]]})
+    return scores, dump
+
+
+def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any:
+    from chunker.store import ChunkStore
+
+    store = ChunkStore(cfg.milvus, embedder.dim, collection=collection)
+    store.drop()
+    store = ChunkStore(cfg.milvus, embedder.dim, collection=collection)
+    for i in range(0, len(chunks), 256):
+        part = chunks[i:i + 256]
+        store.upsert(part, embedder.encode([c.text for c in part]))
+    store.flush()
+    return store
+
+
+def baseline_sets(cfg: Config, corpus: str, reference: str | None) -> dict[str, list[Any]]:
+    from chunker.baselines import fixed_size_chunks, reference_chunks, text_layer_pages
+    from chunker.intake import iter_inputs
+
+    fixed = []
+    for f in iter_inputs(corpus, cfg.intake):
+        try:
+            pages = text_layer_pages(f.path)
+        except Exception as exc:  # an unreadable file is simply absent from the baseline, visibly
+            print(f"baseline: skipping {f.source}: {exc}", file=sys.stderr)
+            continue
+        fixed.extend(fixed_size_chunks(f"fixed-{Path(f.source).stem}", f.source, pages))
+    sets = {"fixed-size 1000/200 (text layer)": fixed}
+    if reference:
+        sets["reference chunks"] = reference_chunks(reference)
+    return sets
+
+
+def _row(name: str, mode: str, chunks: list[Any], agg: dict[str, Any]) -> dict[str, Any]:
+    mean = sum(len(c.text) for c in chunks) / len(chunks) if chunks else 0
+    return {"system": name, "mode": mode, "chunks": len(chunks), "mean_chars": round(mean), **agg}
+
+
+def markdown_report(rows: list[dict[str, Any]], by_type: dict[str, Any], command: str) -> str:
+    lines = ["# Retrieval evaluation", "", f"Command: `{command}`", "",
+             "| system | retrieval | chunks | mean chars | doc@5 | page@5 | mrr@10 | fact@2000 |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        page = "-" if r["page@5"] is None else f"{r['page@5']:.3f}"
+        lines.append(f"| {r['system']} | {r['mode']} | {r['chunks']} | {r['mean_chars']} | {r['doc@5']:.3f} | "
+                     f"{page} | {r['mrr@10']:.3f} | {r['fact@2000']:.3f} |")
+    lines += ["", "## Ours, by question type", "", "| type | questions | doc@5 | mrr@10 | fact@2000 |",
+              "| --- | --- | --- | --- | --- |"]
+    for t, a in by_type.items():
+        lines.append(f"| {t} | {a['questions']} | {a['doc@5']:.3f} | {a['mrr@10']:.3f} | {a['fact@2000']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = base_parser("Score retrieval over a corpus against baselines.")
+    p.add_argument("--corpus", required=True, help="folder (or glob/manifest) of the documents")
+    p.add_argument("--queries", required=True, help="JSONL {qid, type, question, evidence: [{doc, text}]}")
+    p.add_argument("--reference", help="reference chunk JSONL (one document a line with its chunks)")
+    p.add_argument("--output", default="output/eval", help="where the run and the report go")
+    p.add_argument("--modes", default=None, help="comma list of retrieval modes to score (default: the config's)")
+    p.add_argument("--reuse", action="store_true", help="reuse an earlier ingest in --output with the same config")
+    p.add_argument("--no-baselines", action="store_true", help="score our chunks only")
+    args = p.parse_args(argv)
+    setup_logging()
+    cfg = load_or_exit(args)
+    out = Path(args.output)
+    if not any(o.startswith("milvus.uri=") for o in args.overrides):
+        cfg.milvus.uri = str(out / "milvus.db")  # an evaluation never touches the user's index
+    modes = [m.strip() for m in (args.modes or cfg.retrieval.mode).split(",") if m.strip()]
+    bad = [m for m in modes if m not in MODES]
+    if bad:
+        p.error(f"unknown retrieval mode(s) {bad}; known: {', '.join(MODES)}")
+    queries = load_queries(args.queries)
+
+    from chunker.embed import Embedder
+    from chunker.runstore import RunStore
+    from chunker.schemas import CHUNK, from_table
+    from chunker.types import Chunk
+    from jobs.ingest import print_summary, run_ingest
+
+    run_dir = out / "ingest"
+    h = config_hash(cfg)
+    summary_file = run_dir / "summary.json"
+    reuse = args.reuse and summary_file.exists() and json.loads(summary_file.read_text()).get("config_hash") == h
+    t0 = time.perf_counter()
+    if not reuse:
+        print_summary(run_ingest(cfg, args.corpus, str(run_dir)))
+    ours = from_table(RunStore(str(run_dir)).read("chunks", CHUNK), Chunk)
+    embedder = Embedder(cfg.embed)
+    from chunker.store import ChunkStore
+
+    rows, all_scores = [], {}
+    store = ChunkStore(cfg.milvus, embedder.dim)
+    for mode in modes:
+        scores, dump = score_system(cfg, store, embedder, queries, mode)
+        rows.append(_row("ours", mode, ours, aggregate(scores)))
+        all_scores[f"ours/{mode}"] = dump
+    by_type = aggregate_by_type(score_system(cfg, store, embedder, queries, modes[-1])[0])
+    store.close()
+    if not args.no_baselines:
+        for i, (name, chunks) in enumerate(baseline_sets(cfg, args.corpus, args.reference).items()):
+            bstore = index(cfg, f"baseline_{i}", chunks, embedder)
+            for mode in modes:
+                scores, dump = score_system(cfg, bstore, embedder, queries, mode)
+                rows.append(_row(name, mode, chunks, aggregate(scores)))
+                all_scores[f"{name}/{mode}"] = dump
+            bstore.close()
+    command = "python -m jobs.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
+    report = markdown_report(rows, by_type, command)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "report.md").write_text(report)
+    (out / "report.json").write_text(json.dumps({"rows": rows, "by_type": by_type, "config_hash": h,
+                                                  "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
+    (out / "scores.json").write_text(json.dumps(all_scores))
+    print(report)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
