@@ -87,7 +87,7 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
 def server():
     stub = Stub()
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(stub))
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield stub, f"http://127.0.0.1:{httpd.server_address[1]}/v1"

@@ -17,17 +17,10 @@ from typing import Any
 import httpx
 
 from chunker.backends.base import BackendUnavailable, GenerationRequest, GenerationResult
+from chunker.backends.errors import BackendRequestError
 from chunker.config import ModelConfig
 
-
-class BackendRequestError(RuntimeError):
-    """One request failed; ``retryable`` says whether the same request may succeed later."""
-
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = True) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retryable = retryable
-
+__all__ = ["BackendRequestError", "OpenAIBackend", "build_payload", "parse_response"]
 
 _FINISH = {"stop": "stop", "length": "length", "eos": "stop", "end_turn": "stop", "max_tokens": "length"}
 
