@@ -278,6 +278,13 @@ class ChunkStore:
     def delete_doc(self, doc_id: str) -> int:
         return self._delete_where("doc_id == {doc_id}", {"doc_id": doc_id})
 
+    def delete_doc_except(self, doc_id: str, keep: set[str]) -> int:
+        """Remove a document's chunks that a new plan no longer has (settings changed between runs)."""
+        if not keep:
+            return self.delete_doc(doc_id)
+        return self._delete_where("doc_id == {doc_id} and chunk_id not in {keep}",
+                                  {"doc_id": doc_id, "keep": sorted(keep)})
+
     def flush(self) -> None:
         self.client.flush(self.collection)
 
