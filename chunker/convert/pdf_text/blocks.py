@@ -1,0 +1,235 @@
+"""One page's lines, tables and figures -> Markdown blocks of the contract (see :mod:`chunker.parse`).
+
+State that must survive page and batch boundaries (open heading path, an open table's header) lives in
+:class:`FlowState`, which the converter threads through a segment's pages in order.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from chunker.convert.pdf_text.figures import Figure
+from chunker.convert.pdf_text.headings import FontStats, heading_level
+from chunker.convert.pdf_text.tables import Table, pipe_row
+from chunker.convert.pdf_text.textlayer import Line, PageText
+from chunker.parse import table_row_sentence
+
+_BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
+_NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
+_LETTER = re.compile(r"^\s*\(?([a-zA-Z]|[ivxIVX]{1,4})[.)]\s+")
+_SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
+_MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
+
+
+@dataclass
+class FlowState:
+    heading_path: list[tuple[int, str]] = field(default_factory=list)
+    table_header: list[str] = field(default_factory=list)  # header of a table still open at the last page end
+    keep_hard_hyphens: bool = False  # the document marks hyphenation with soft hyphens: a '-' at line end is real
+
+    def push_heading(self, level: int, text: str) -> None:
+        self.heading_path = [(lv, t) for lv, t in self.heading_path if lv < level] + [(level, text)]
+
+
+def _list_marker(text: str) -> tuple[str, int] | None:
+    """Markdown marker and the length of the source marker, for a line that starts a list item."""
+    m = _NUMBER.match(text)
+    if m:
+        return f"{m.group(1)}. ", m.end()
+    m = _BULLET.match(text)
+    if m and m.end() < len(text) and (m.group(1) not in "-–*" or text[m.end() - 1] == " "):
+        return "- ", m.end()
+    m = _LETTER.match(text)
+    if m and len(text) > m.end() + 2:
+        return f"- {text[:m.end()].strip()} ", m.end()
+    return None
+
+
+def md_is_number(marker: str) -> bool:
+    return marker[:1].isdigit()
+
+
+def _join(prev: str, nxt: str, soft: bool, keep_hard: bool) -> str:
+    if not prev:
+        return nxt
+    if soft:
+        return prev + nxt
+    if prev.endswith("-") and len(prev) > 1 and prev[-2].isalpha() and nxt[:1].islower():
+        return prev + nxt if keep_hard else prev[:-1] + nxt
+    return prev + " " + nxt
+
+
+def _lead_in(line: Line, skip: int, whole: bool = False) -> tuple[str, str]:
+    """(bold lead-in, rest) of a line's text after ``skip`` characters of its stripped text."""
+    raw = "".join(line.chars)
+    offset = len(raw) - len(raw.lstrip())
+    chars, bolds = line.chars[offset + skip:], line.bolds[offset + skip:]
+    text = "".join(chars).strip()
+    n = 0
+    while n < len(chars) and (bolds[n] or chars[n].isspace()):
+        n += 1
+    lead = "".join(chars[:n]).strip()
+    if not lead or (n >= len(chars) and not whole) or not any(c.isalnum() for c in lead):
+        return "", text
+    return lead, "".join(chars[n:]).strip()
+
+
+def _bold(lead: str, rest: str) -> str:
+    sep = "" if not rest or rest[0] in ",.;:!?)" else " "
+    return f"**{lead}**{sep}{rest}"
+
+
+@dataclass
+class _Block:
+    kind: str  # para | list
+    items: list[str]
+    x0: float
+    last: Line
+    indents: list[float] = field(default_factory=list)  # marker x positions of open nesting levels
+
+
+class PageWriter:
+    """Turns one page into Markdown, reading and updating the segment's :class:`FlowState`."""
+
+    def __init__(self, page: PageText, stats: FontStats, state: FlowState, skip: set[int]) -> None:
+        self.page, self.stats, self.state, self.skip = page, stats, state, skip
+        self.out: list[str] = []
+        self.block: _Block | None = None
+        body = [ln for i, ln in enumerate(page.lines) if i not in skip]
+        self.right = max((ln.x1 for ln in body), default=page.width)
+        self.left = min((ln.x0 for ln in body), default=0.0)
+        self.last_was_open_table = False
+
+    # -- blocks -------------------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        b = self.block
+        if b is not None:
+            if b.kind == "list":
+                self.out.append("\n".join(b.items))
+            else:
+                text = " ".join(b.items).strip()
+                self.out.append(_MD_ESCAPE.sub(r"\\\1", text))
+        self.block = None
+
+    def _emit(self, markdown: str) -> None:
+        self._flush()
+        self.out.append(markdown)
+        self.last_was_open_table = False
+
+    def heading(self, level: int, text: str) -> None:
+        self.state.push_heading(level, text)
+        self._emit("#" * level + " " + text)
+
+    def table(self, t: Table) -> None:
+        ncols = len(t.rows[0]) if t.rows else len(t.header or [])
+        carried = self.state.table_header
+        continued = bool(carried) and t.at_top and not self.out and len(carried) == ncols
+        header = t.header or (carried if continued else None)
+        rows = t.rows
+        if header is None:
+            header, rows = rows[0], rows[1:]
+        header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
+        if continued:
+            lines = ["<!-- table continued -->"]
+            lines += [table_row_sentence(header, r) for r in rows if any(r)]
+            lines.append("<!-- /table -->")
+        else:
+            lines = [pipe_row(header), "|" + "---|" * len(header)] + [pipe_row(r) for r in rows if any(r)]
+        self._emit("\n".join(lines))
+        self.state.table_header = header if t.at_bottom else []
+        self.last_was_open_table = t.at_bottom
+
+    def figure(self, f: Figure) -> None:
+        x0, y0, x1, y1 = (round(v, 1) for v in f.bbox)
+        caption = (f.caption or "Image").replace("]", ")").replace("[", "(")
+        self._emit(f"![{caption}](figure) <!-- bbox {x0} {y0} {x1} {y1} -->")
+
+    # -- lines --------------------------------------------------------------------------------------------
+    def _standalone(self, line: Line, prev: Line | None, nxt: Line | None) -> bool:
+        if prev is not None and line.y0 - prev.y1 < 0.5 * max(line.size, 4) and prev.size == line.size \
+                and not (prev.bold and prev.x1 < self.left + 0.75 * (self.right - self.left)):
+            return False  # runs on from the line above (a wrapped item or sentence)
+        if nxt is None:
+            return True
+        gap = nxt.y0 - line.y1
+        return gap > 0.5 * max(line.size, 4) or nxt.bold != line.bold or _list_marker(nxt.text) is not None
+
+    def line(self, i: int, line: Line, prev: Line | None, nxt: Line | None) -> None:
+        text = line.text
+        level = 0 if self.page.ocr else heading_level(line, self.stats, self._standalone(line, prev, nxt))
+        if level:
+            if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
+                    and line.y0 - prev.y1 < 0.5 * line.size and prev.size == line.size:
+                # A heading wrapped over two lines is one heading.
+                merged = self.out[-1] + " " + text
+                self.out[-1] = merged
+                self.state.heading_path[-1] = (level, merged[level + 1:])
+                return
+            self.heading(level, text)
+            return
+        gap = line.y0 - prev.y1 if prev is not None else 1e9
+        size = max(line.size, 4)
+        marker = _list_marker(text)
+        b = self.block
+        if marker is not None and md_is_number(marker[0]) and line.bold and nxt is not None and len(text) < 90 \
+                and _list_marker(nxt.text) is not None and nxt.x0 > line.x0 + 5 and not _SENTENCE_END.search(text):
+            # A bold numbered line over an indented list is a numbered sub-heading (job titles, steps with detail).
+            self.heading(self.stats.bold_level, text)
+            return
+        if marker is not None:
+            md, skip = marker
+            lead, rest = _lead_in(line, skip, whole=True)
+            item = md + (_bold(lead, rest) if lead else text[skip:].strip())
+            if b is None or b.kind != "list":
+                self._flush()
+                self.block = b = _Block("list", [], line.x0, line, [line.x0])
+            while len(b.indents) > 1 and line.x0 < b.indents[-1] - 3:
+                b.indents.pop()
+            if line.x0 > b.indents[-1] + 5 and len(b.indents) < 4:
+                b.indents.append(line.x0)
+            b.items.append("  " * (len(b.indents) - 1) + item)
+            b.x0, b.last = line.x0, line
+            self.last_was_open_table = False
+            return
+        if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < 0.35 * size):
+            b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
+            b.last = line
+            return
+        ended = b is not None and b.last.x1 < self.left + 0.75 * (self.right - self.left) \
+            and bool(_SENTENCE_END.search(b.last.text))
+        if b is not None and b.kind == "para" and gap < 0.55 * size and not ended and abs(b.last.size - line.size) < 0.6:
+            b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
+            b.last = line
+            return
+        self._flush()
+        lead, rest = _lead_in(line, 0)
+        first = _bold(lead, rest) if lead and rest else text
+        self.block = _Block("para", [first], line.x0, line)
+        self.last_was_open_table = False
+
+    def render(self, tables: list[Table], figures: list[Figure]) -> str:
+        objects: list[tuple[float, Table | Figure]] = sorted(
+            [(t.bbox[1], t) for t in tables] + [(f.bbox[1], f) for f in figures], key=lambda o: o[0]
+        )
+        lines = [(i, ln) for i, ln in enumerate(self.page.lines) if i not in self.skip]
+        k = 0
+        for n, (i, ln) in enumerate(lines):
+            while k < len(objects) and objects[k][0] <= ln.y0:
+                self._object(objects[k][1])
+                k += 1
+            prev = lines[n - 1][1] if n else None
+            nxt = lines[n + 1][1] if n + 1 < len(lines) else None
+            self.line(i, ln, prev, nxt)
+        for _, obj in objects[k:]:
+            self._object(obj)
+        self._flush()
+        if not self.last_was_open_table:
+            self.state.table_header = []
+        return "\n\n".join(s for s in self.out if s.strip())
+
+    def _object(self, obj: Table | Figure) -> None:
+        if isinstance(obj, Table):
+            self.table(obj)
+        else:
+            self.figure(obj)

@@ -1,0 +1,196 @@
+"""The ``pdf-text`` converter: a PDF's text layer (OCR where it has none) -> the Markdown contract, no model."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pypdfium2 as pdfium
+
+from chunker.config import ConverterConfig
+from chunker.convert.base import PageImages
+from chunker.convert.pdf_text.blocks import FlowState, PageWriter
+from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page, page_images
+from chunker.convert.pdf_text.furniture import furniture_lines, toc_lines
+from chunker.convert.pdf_text.headings import FontStats, font_stats
+from chunker.convert.pdf_text.ocr import PageOcr
+from chunker.convert.pdf_text.tables import Table, find_tables, page_rules, pipe_row
+from chunker.convert.pdf_text.textlayer import SOFT_HYPHENS, PageText, read_page
+from chunker.types import BatchContext, ConvertedBatch, SegmentJob
+
+# pdfium is one process-wide C library that is not thread-safe; every converter instance shares this lock.
+_PDFIUM_LOCK = threading.Lock()
+
+
+@dataclass
+class _Page:
+    number: int
+    text: PageText | None = None
+    tables: list[Table] = field(default_factory=list)
+    figures: list[Figure] = field(default_factory=list)
+    skip: set[int] = field(default_factory=set)
+    error: str = ""
+
+
+def local_path(source_uri: str) -> str:
+    """A local filesystem path from a plain path or a ``file://`` URI."""
+    if source_uri.startswith("file://"):
+        return unquote(urlparse(source_uri).path)
+    return source_uri
+
+
+class PdfTextConverter:
+    """CPU converter; see :mod:`chunker.convert.pdf_text`."""
+
+    name = "pdf-text"
+
+    def __init__(self, cfg: ConverterConfig, config_hash: str = "") -> None:
+        self.cfg = cfg
+        self.opts = cfg.pdf_text
+        self.config_hash = config_hash
+        self._ocr = PageOcr(self.opts.ocr_max_side_px)
+
+    def needs_images(self) -> bool:
+        return False
+
+    async def convert(self, job: SegmentJob, images: PageImages | None) -> list[ConvertedBatch]:
+        return await asyncio.to_thread(self.convert_sync, job)
+
+    # -- synchronous core ---------------------------------------------------------------------------------
+    def convert_sync(self, job: SegmentJob) -> list[ConvertedBatch]:
+        ranges = job.batches()
+        pages, open_error = self._read(job.source_uri, list(range(job.context_start, job.page_end + 1)))
+        state = FlowState()
+        stats = self._prepare(pages, state)
+        out: list[ConvertedBatch] = []
+        for index, (a, b) in enumerate(ranges):
+            parts: list[str] = []
+            errors: list[str] = [open_error] if open_error else []
+            for p in range(a, b + 1):
+                parts.append(f"<!-- page {p} -->")
+                page = pages.get(p)
+                if page is None or page.error or page.text is None:
+                    if page is not None and page.error:
+                        errors.append(f"page {p}: {page.error}")
+                    continue
+                body = self._render(page, stats, state)
+                if body:
+                    parts.append(body)
+            markdown = "\n\n".join(parts) + "\n"
+            tail = markdown[-self.cfg.context_tail_chars:] if self.cfg.context_tail_chars else ""
+            ctx = BatchContext(
+                tail=tail,
+                heading_path=[t for _, t in state.heading_path],
+                table_header=pipe_row(state.table_header) if state.table_header else "",
+            )
+            out.append(ConvertedBatch(
+                doc_id=job.doc_id, segment_index=job.segment_index, batch_index=index, page_start=a, page_end=b,
+                markdown=markdown, context_out=ctx.to_json(), model=self.name, prompt_version="",
+                finish_reason="stop", context_only=job.context_start < job.page_start and index == 0,
+                error="; ".join(errors), config_hash=self.config_hash,
+            ))
+        return out
+
+    def markdown_for_pages(self, source_uri: str, pages: list[int]) -> str:
+        """Markdown (with page markers) of the given 1-based pages: the vision converter's per-page fallback."""
+        wanted = sorted(set(pages))
+        read, _ = self._read(source_uri, wanted)
+        state = FlowState()
+        stats = self._prepare(read, state)
+        parts: list[str] = []
+        for p in wanted:
+            parts.append(f"<!-- page {p} -->")
+            page = read.get(p)
+            if page is not None and page.text is not None and not page.error:
+                body = self._render(page, stats, state)
+                if body:
+                    parts.append(body)
+        return "\n\n".join(parts) + "\n"
+
+    # -- steps --------------------------------------------------------------------------------------------
+    def _read(self, source_uri: str, numbers: list[int]) -> tuple[dict[int, _Page], str]:
+        """Text, tables and figures of each page; a page that fails carries its error, the others go on."""
+        pages: dict[int, _Page] = {}
+        with _PDFIUM_LOCK:
+            try:
+                doc = pdfium.PdfDocument(local_path(source_uri))
+            except Exception as exc:  # noqa: BLE001 - unreadable input is reported on the batch, not raised
+                return {n: _Page(n, error=f"cannot open PDF: {exc}") for n in numbers}, f"cannot open PDF: {exc}"
+            try:
+                total = len(doc)
+                for n in numbers:
+                    if not 1 <= n <= total:
+                        pages[n] = _Page(n, error=f"page out of range (document has {total} pages)")
+                        continue
+                    try:
+                        pages[n] = self._read_page(doc, n)
+                    except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
+                        pages[n] = _Page(n, error=f"{type(exc).__name__}: {exc}")
+            finally:
+                doc.close()
+        return pages, ""
+
+    def _read_page(self, doc: pdfium.PdfDocument, n: int) -> _Page:
+        pdf_page = doc[n - 1]
+        try:
+            text = read_page(pdf_page, n)
+            boxes = page_images(pdf_page, text.height)
+            scanned = text.n_chars < self.opts.ocr_min_chars
+            if scanned and self.opts.ocr:
+                try:
+                    text = self._ocr.read(pdf_page, n)
+                except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
+                    return _Page(n, text=text, error=f"OCR failed: {exc}")
+            page = _Page(n, text=text)
+            # Scans (a full-page image) are the text, not a figure.
+            page.figures = [] if text.ocr else find_figures(
+                text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
+            if self.opts.tables and not text.ocr:
+                rules = page_rules(pdf_page, text.height)
+                if rules.horizontal:
+                    page.tables = find_tables(text, rules, 0.0)
+            return page
+        finally:
+            pdf_page.close()
+
+    def _prepare(self, pages: dict[int, _Page], state: FlowState) -> FontStats:
+        """Segment-wide decisions: font statistics, furniture, TOC; then the per-page skip sets."""
+        texts = [p.text for p in pages.values() if p.text is not None and not p.text.ocr]
+        stats = font_stats(texts)
+        state.keep_hard_hyphens = any(any(ln.soft_end for ln in t.lines) for t in texts)
+        furniture = furniture_lines([p.text for p in pages.values() if p.text is not None], self.opts.drop_repeated_lines)
+        for page in pages.values():
+            if page.text is None:
+                continue
+            skip = set(furniture.get(page.number, set()))
+            if self.opts.skip_toc and not page.text.ocr:
+                skip |= toc_lines(page.text, skip)
+            # Tables were found before furniture was known: re-judge where they sit on the page without it.
+            if page.tables:
+                page.tables = _rejudge(page.text, page.tables, skip, stats)
+            for t in page.tables:
+                skip |= t.lines
+            for f in page.figures:
+                skip |= f.caption_lines
+            page.skip = skip
+        return stats
+
+    def _render(self, page: _Page, stats: FontStats, state: FlowState) -> str:
+        assert page.text is not None
+        return PageWriter(page.text, stats, state, page.skip).render(page.tables, page.figures)
+
+
+def _rejudge(text: PageText, tables: list[Table], skip: set[int], stats: FontStats) -> list[Table]:
+    owned = set().union(*(t.lines for t in tables))
+    content = [i for i in range(len(text.lines)) if i not in skip and i not in owned]
+    for t in tables:
+        t.at_top = all((text.lines[i].y0 + text.lines[i].y1) / 2 >= t.bbox[1] for i in content)
+        t.at_bottom = all((text.lines[i].y0 + text.lines[i].y1) / 2 <= t.bbox[3] for i in content)
+    # A table whose text is mostly heading-size type is a layout frame, not data.
+    return [t for t in tables if not all(text.lines[i].size > stats.body_size * 1.12 for i in t.lines)]
+
+
+__all__ = ["PdfTextConverter", "SOFT_HYPHENS", "local_path"]

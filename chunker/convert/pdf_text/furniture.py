@@ -1,0 +1,95 @@
+"""Page furniture: running headers/footers, page numbers and tables of contents.
+
+Furniture is decided over all pages of a segment at once (a header is only a header because it repeats).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+
+from chunker.convert.pdf_text.textlayer import Line, PageText
+
+_BAND = 0.11  # share of the page height searched for headers/footers at top and bottom
+_EDGE_LINES = 3  # lines per band considered
+_PAGE_NUMBER = re.compile(
+    r"^(?:[-–—]\s*)?(?:page|p\.|seite|página|pagina)?\s*(?:\d{1,4}|[ivxlcdm]{1,6})"
+    r"(?:\s*(?:of|/|von|de)\s*\d{1,4})?(?:\s*[-–—])?$",
+    re.I,
+)
+_TOC_TITLE = re.compile(r"^(table\s+of\s+)?contents$|^inhalt(sverzeichnis)?$|^sommaire$|^índice$", re.I)
+_TOC_ENTRY = re.compile(r"(\.\s*){4,}\s*\d{1,4}$|(\s\.){3,}\s*\d{1,4}$|\s{2,}\d{1,4}$|\S\s+\d{1,4}$")
+_DOT_LEADER = re.compile(r"(\.\s*){4,}\s*\d{1,4}$|(\s\.){3,}|…{2,}")
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text.lower())).strip()
+
+
+def _band_lines(page: PageText) -> list[tuple[int, Line]]:
+    """Indexes and lines near the top and bottom edge of the page."""
+    if not page.lines or page.height <= 0:
+        return []
+    top = [(i, ln) for i, ln in enumerate(page.lines) if ln.y1 <= page.height * _BAND]
+    bottom = [(i, ln) for i, ln in enumerate(page.lines) if ln.y0 >= page.height * (1 - _BAND)]
+    return top[:_EDGE_LINES] + bottom[-_EDGE_LINES:]
+
+
+def is_page_number(text: str) -> bool:
+    t = text.strip()
+    return bool(t) and len(t) <= 24 and bool(_PAGE_NUMBER.match(t))
+
+
+def furniture_lines(pages: list[PageText], drop_repeated: bool = True) -> dict[int, set[int]]:
+    """Per page (1-based number), indexes of lines that are headers, footers or page numbers."""
+    out: dict[int, set[int]] = {p.page: set() for p in pages}
+    seen: Counter[str] = Counter()
+    bands: dict[int, list[tuple[int, Line]]] = {}
+    for p in pages:
+        bands[p.page] = _band_lines(p)
+        seen.update({_norm(ln.text) for _, ln in bands[p.page]})
+    need = max(2, math.ceil(0.5 * len(pages)))
+    for p in pages:
+        for i, ln in bands[p.page]:
+            if is_page_number(ln.text):
+                out[p.page].add(i)
+            elif drop_repeated and len(pages) >= 2 and seen[_norm(ln.text)] >= need:
+                out[p.page].add(i)
+        # A lone page number may sit just outside the band on short pages: take the last line if it is one.
+        if p.lines and is_page_number(p.lines[-1].text) and p.lines[-1].y0 > p.height * 0.75:
+            out[p.page].add(len(p.lines) - 1)
+    return out
+
+
+def toc_lines(page: PageText, skip: set[int]) -> set[int]:
+    """Indexes of a table of contents on this page: its title and the entries after it, or a run of dot leaders."""
+    found: set[int] = set()
+    lines = page.lines
+    i = 0
+    while i < len(lines):
+        if i in skip:
+            i += 1
+            continue
+        text = lines[i].text
+        if _TOC_TITLE.match(text.strip().rstrip(":")):
+            j, entries = i + 1, []
+            while j < len(lines) and (j in skip or _TOC_ENTRY.search(lines[j].text) or _continues_entry(lines, j)):
+                entries.append(j)
+                j += 1
+            if entries:
+                found.add(i)
+                found.update(entries)
+                i = j
+                continue
+        i += 1
+    # Dot leaders alone (a TOC without a title, or continuing from the previous page).
+    leaders = [i for i, ln in enumerate(lines) if i not in skip and _DOT_LEADER.search(ln.text)]
+    if len(leaders) >= 3:
+        found.update(leaders)
+    return found
+
+
+def _continues_entry(lines: list[Line], j: int) -> bool:
+    """A wrapped TOC entry: this line has no page number but the next one does and is indented alike."""
+    return j + 1 < len(lines) and bool(_DOT_LEADER.search(lines[j + 1].text)) and len(lines[j].text) < 90

@@ -1,0 +1,82 @@
+"""Heading levels from font statistics gathered over a whole segment.
+
+Levels come from the segment, not the batch, so a 12 pt heading is ``##`` in every batch of a document.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+from chunker.convert.pdf_text.textlayer import Line, PageText
+
+_LIST_START = re.compile(r"^\s*([•●▪■◦‣∙·\-–*]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|[ivxIVX]{1,4}[.)])\s+")
+_SENTENCE_END = re.compile(r"[.,;]$")
+# Sizes this much above the body size count as heading sizes.
+_SIZE_RATIO = 1.12
+_MAX_HEADING_CHARS = 160
+
+
+@dataclass
+class FontStats:
+    body_size: float
+    heading_sizes: list[float]  # descending; index + 1 = level
+
+    @property
+    def bold_level(self) -> int:
+        """Level given to bold body-size headings: one below the smallest heading size."""
+        return min(len(self.heading_sizes) + 1, 6)
+
+    def size_level(self, size: float) -> int:
+        """Level of a line of this size, 0 when it is body text."""
+        if size < self.body_size * _SIZE_RATIO:
+            return 0
+        for i, s in enumerate(self.heading_sizes):
+            if size >= s - 0.4:
+                return min(i + 1, 6)
+        return min(len(self.heading_sizes), 6)
+
+
+def font_stats(pages: list[PageText]) -> FontStats:
+    """Body size = the size with the most characters; larger sizes used by short lines become heading levels."""
+    chars: Counter[float] = Counter()
+    for p in pages:
+        chars.update(p.sizes)
+    if not chars:
+        return FontStats(10.0, [])
+    body = chars.most_common(1)[0][0]
+    # Sizes are clustered to half points so 11.95 and 12.0 share a level.
+    heading_chars: Counter[float] = Counter()
+    for p in pages:
+        for ln in p.lines:
+            if ln.size >= body * _SIZE_RATIO and len(ln.text) <= _MAX_HEADING_CHARS:
+                heading_chars[round(ln.size * 2) / 2] += len(ln.text)
+    sizes = sorted((s for s in heading_chars), reverse=True)
+    # More than five heading sizes means display type (cover pages, posters): keep the largest five.
+    return FontStats(body, sizes[:5])
+
+
+def is_list_start(text: str) -> bool:
+    return bool(_LIST_START.match(text))
+
+
+def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
+    """Heading level of a line, 0 for body text.
+
+    ``standalone``: the line is its own block (space above, not running into the next line as a paragraph).
+    """
+    text = line.text
+    if not text or len(text) > _MAX_HEADING_CHARS or line.mono:
+        return 0
+    if not any(c.isalpha() for c in text):
+        return 0
+    level = stats.size_level(line.size)
+    if level:
+        return level
+    if line.bold and standalone and abs(line.size - stats.body_size) < 0.6 and len(text) <= 100:
+        # A bold line on its own at body size is a run-in heading unless it reads like a sentence or list item.
+        if _SENTENCE_END.search(text) or is_list_start(text):
+            return 0
+        return stats.bold_level
+    return 0

@@ -1,0 +1,258 @@
+"""Ruled tables found from the page's vector rules (pypdfium2 path objects) and the text layer.
+
+Why not pdfplumber: it parses the page a second time (tens of ms per page) and its lines strategy misses the
+common booktabs/longtable style (horizontal rules only) that LaTeX and pandoc PDFs use. Rules are read cheaply
+from pdfium's page objects; only pages that have rules pay for table analysis.
+
+A table is a stack of horizontal rules sharing an x extent (or a single rule under a header line) whose text falls
+into at least two columns. Columns come from vertical rules when the table has them, otherwise from the gaps in the
+horizontal projection of the text. Bands between rules separate the header from the body.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+from chunker.convert.pdf_text.textlayer import Line, PageText
+
+_HRULE_MAX_H = 3.0
+_MIN_RULE_W = 15.0
+_SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates cells
+_DIGITS = re.compile(r"\d")
+
+
+@dataclass
+class Rules:
+    horizontal: list[tuple[float, float, float]] = field(default_factory=list)  # (x0, x1, y), top-left origin
+    vertical: list[tuple[float, float, float]] = field(default_factory=list)  # (x, y0, y1)
+
+
+@dataclass
+class Table:
+    bbox: tuple[float, float, float, float]
+    header: list[str] | None
+    rows: list[list[str]]
+    lines: set[int]  # indexes of page lines consumed by the table
+    at_top: bool = False  # nothing but furniture above it on the page
+    at_bottom: bool = False  # nothing but furniture below it on the page
+
+
+def page_rules(page: pdfium.PdfPage, height: float) -> Rules:
+    """Horizontal and vertical rules of a page, rectangle edges included (cheap: no text parsing)."""
+    rules = Rules()
+    width = page.get_width()
+    for obj in page.get_objects(filter=(pdfium_c.FPDF_PAGEOBJ_PATH,), max_depth=4):
+        try:
+            left, bottom, right, top = obj.get_bounds()
+        except Exception:  # noqa: BLE001 - a broken path object is not worth losing the page
+            continue
+        w, h = right - left, top - bottom
+        y0, y1 = height - top, height - bottom
+        if h <= _HRULE_MAX_H and w >= _MIN_RULE_W:
+            rules.horizontal.append((left, right, (y0 + y1) / 2))
+        elif w <= _HRULE_MAX_H and h >= 6:
+            rules.vertical.append(((left + right) / 2, y0, y1))
+        elif w > _HRULE_MAX_H and h > _HRULE_MAX_H and w < width * 0.95:
+            # A filled cell or row: its edges are rules.
+            rules.horizontal += [(left, right, y0), (left, right, y1)]
+            rules.vertical += [(left, y0, y1), (right, y0, y1)]
+    return rules
+
+
+def _stacks(hrules: list[tuple[float, float, float]]) -> list[list[tuple[float, float, float]]]:
+    """Groups of horizontal rules with (nearly) the same x extent, each sorted top to bottom."""
+    groups: list[list[tuple[float, float, float]]] = []
+    for r in sorted(hrules, key=lambda r: r[2]):
+        for g in groups:
+            gx0, gx1 = min(x[0] for x in g), max(x[1] for x in g)
+            overlap = min(gx1, r[1]) - max(gx0, r[0])
+            if overlap >= 0.6 * min(gx1 - gx0, r[1] - r[0]):
+                if abs(g[-1][2] - r[2]) > 0.8:  # a rectangle's twin edges are one rule
+                    g.append(r)
+                break
+        else:
+            groups.append([r])
+    return groups
+
+
+@dataclass
+class _Seg:
+    text: str
+    x0: float
+    x1: float
+    y: float
+    line: int
+    bold: bool
+
+
+def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[_Seg]:
+    out = []
+    for i in idx:
+        ln = page.lines[i]
+        for text, a, b in ln.segments(_SEG_GAP_EM * max(ln.size, 4.0), cuts):
+            if text:
+                out.append(_Seg(text, a, b, (ln.y0 + ln.y1) / 2, i, ln.bold))
+    return out
+
+
+def _columns(segs: list[_Seg], cuts: list[float]) -> list[float]:
+    """Column separators: ruled ones if any, else the gaps of the projection of the text."""
+    if cuts:
+        return sorted(cuts)
+    spans = sorted((s.x0, s.x1) for s in segs)
+    seps: list[float] = []
+    end = spans[0][1]
+    for a, b in spans[1:]:
+        if a > end + 2.0:
+            seps.append((end + a) / 2)
+        end = max(end, b)
+    return seps
+
+
+def _col(x0: float, x1: float, seps: list[float]) -> int:
+    mid = (x0 + x1) / 2
+    return sum(1 for s in seps if s < mid)
+
+
+def _band_rows(segs: list[_Seg], seps: list[float], ncols: int, merge_all: bool) -> list[list[str]]:
+    """Rows of one band: visual lines grouped by y; a line with text in the first column opens a new row."""
+    by_y: list[list[_Seg]] = []
+    for s in sorted(segs, key=lambda s: (s.y, s.x0)):
+        if by_y and abs(by_y[-1][0].y - s.y) < 3.0:
+            by_y[-1].append(s)
+        else:
+            by_y.append([s])
+    rows: list[list[str]] = []
+    for vis in by_y:
+        cells = [""] * ncols
+        for s in sorted(vis, key=lambda s: s.x0):
+            c = _col(s.x0, s.x1, seps)
+            cells[c] = f"{cells[c]} {s.text}".strip()
+        if rows and (merge_all or not cells[0]):
+            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
+        else:
+            rows.append(cells)
+    return rows
+
+
+def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
+    """A long running line inside the stack: the rules frame prose, not a table."""
+    for i in idx:
+        ln = page.lines[i]
+        if len(ln.text.split()) >= 12 and ln.x1 - ln.x0 > 0.7 * width and len(ln.segments(_SEG_GAP_EM * ln.size)) == 1:
+            return True
+    return False
+
+
+def find_tables(page: PageText, rules: Rules, body_size: float, ignore: set[int] | None = None) -> list[Table]:
+    """Tables of one page, top to bottom; ``ignore``: furniture lines (not content for at_top/at_bottom)."""
+    if not rules.horizontal or not page.lines:
+        return []
+    centres = [((ln.y0 + ln.y1) / 2, (ln.x0 + ln.x1) / 2) for ln in page.lines]
+    taken: set[int] = set()
+    tables: list[Table] = []
+    for stack in _stacks(rules.horizontal):
+        x0, x1 = min(r[0] for r in stack), max(r[1] for r in stack)
+        ys = [r[2] for r in stack]
+        if len(ys) == 1:
+            ys = _single_rule_extent(page, x0, x1, ys[0])
+            if ys is None:
+                continue
+        else:
+            below = _extend_down(page, x0, ys[-1])
+            if below > ys[-1] + 1:
+                ys.append(below)
+        # Bands between consecutive rules; a band holding a bigger font (a heading) or prose breaks the table.
+        runs: list[list[tuple[float, float]]] = [[]]
+        inside = sorted(page.lines[i].size for i, (cy, cx) in enumerate(centres) if ys[0] < cy < ys[-1] and x0 - 2 < cx < x1 + 2)
+        typical = max(body_size, inside[len(inside) // 2]) if inside else body_size
+        for top, bot in zip(ys, ys[1:]):
+            idx = [i for i, (cy, cx) in enumerate(centres) if top < cy < bot and x0 - 2 < cx < x1 + 2 and i not in taken]
+            big = any(page.lines[i].size > typical * 1.12 for i in idx)
+            if big or _paragraph_like(page, idx, x1 - x0):
+                runs.append([])
+            else:
+                runs[-1].append((top, bot))
+        for bands in runs:
+            table = _build(page, rules, bands, x0, x1, centres, taken)
+            if table is not None:
+                taken |= table.lines
+                tables.append(table)
+    tables.sort(key=lambda t: t.bbox[1])
+    content = [i for i in range(len(page.lines)) if i not in (ignore or set())]
+    for t in tables:
+        t.at_top = all(centres[i][0] >= t.bbox[1] for i in content if i not in t.lines)
+        t.at_bottom = all(centres[i][0] <= t.bbox[3] for i in content if i not in t.lines)
+    return tables
+
+
+def _single_rule_extent(page: PageText, x0: float, x1: float, y: float) -> list[float] | None:
+    """A lone rule under a header line: the table runs from the line above down through the columnar lines below."""
+    above = [ln for ln in page.lines if ln.y1 <= y + 1 and y - ln.y1 < 1.5 * max(ln.size, 6) and ln.x0 >= x0 - 2]
+    if not above or len(above[-1].segments(_SEG_GAP_EM * above[-1].size)) < 2:
+        return None
+    top = min(ln.y0 for ln in above) - 1
+    bottom = _extend_down(page, x0, y)
+    return [top, y, bottom] if bottom > y else None
+
+
+def _extend_down(page: PageText, x0: float, y: float) -> float:
+    """Bottom of the columnar lines running on below ``y`` (a longtable's body continues past its last rule)."""
+    bottom = y
+    for ln in sorted((ln for ln in page.lines if ln.y0 > y), key=lambda ln: ln.y0):
+        if ln.y0 - bottom > 1.8 * max(ln.size, 6) or ln.x0 < x0 - 4:
+            break
+        if len(ln.segments(_SEG_GAP_EM * ln.size)) < 2 and ln.y0 - bottom > 0.6 * max(ln.size, 6):
+            # A single-cell line only belongs to the table when it wraps the row just above.
+            break
+        bottom = ln.y1 + 0.5
+    return bottom
+
+
+def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: float, x1: float,
+           centres: list[tuple[float, float]], taken: set[int]) -> Table | None:
+    if not bands:
+        return None
+    top, bottom = bands[0][0], bands[-1][1]
+    idx = [i for i, (cy, cx) in enumerate(centres) if top < cy < bottom and x0 - 2 < cx < x1 + 2 and i not in taken]
+    if not idx:
+        return None
+    height = bottom - top
+    cuts = sorted({round(v[0]) for v in rules.vertical
+                   if x0 + 3 < v[0] < x1 - 3 and min(v[2], bottom) - max(v[1], top) > 0.3 * height})
+    cuts = [c for k, c in enumerate(cuts) if k == 0 or c - cuts[k - 1] > 3]
+    segs = _segments(page, idx, [float(c) for c in cuts])
+    if not segs:
+        return None
+    seps = _columns(segs, [float(c) for c in cuts])
+    ncols = len(seps) + 1
+    band_rows: list[list[list[str]]] = []
+    for a, b in bands:
+        in_band = [s for s in segs if a < s.y < b]
+        if in_band:
+            band_rows.append(_band_rows(in_band, seps, ncols, merge_all=False))
+    rows = [r for br in band_rows for r in br]
+    # Drop columns empty in every row (ruled frames at the table's edges make some).
+    keep = [c for c in range(ncols) if any(r[c] for r in rows)]
+    rows = [[r[c] for c in keep] for r in rows]
+    if len(keep) < 2 or len(rows) < 2:
+        return None
+    header = None
+    first = [s for s in segs if bands[0][0] < s.y < bands[0][1]]
+    if len(band_rows) >= 2 and len(band_rows[0]) <= 3 and (
+        all(s.bold for s in first)
+        or (len(band_rows[0]) < sum(len(br) for br in band_rows[1:]) and len(bands) <= 4)
+        or (not any(_DIGITS.search(c) for c in rows[0]) and any(_DIGITS.search(c) for r in rows[1:] for c in r))
+    ):
+        n_head = len(band_rows[0])
+        header = [" ".join(r[c] for r in rows[:n_head]).strip() for c in range(len(keep))]
+        rows = rows[n_head:]
+    return Table((x0, top, x1, bottom), header, rows, set(idx))
+
+
+def pipe_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"

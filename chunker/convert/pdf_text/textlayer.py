@@ -1,0 +1,226 @@
+"""Characters, lines and font facts from a page's text layer (pypdfium2).
+
+Coordinates everywhere in this package are PDF points with a top-left origin (y grows downwards), the same
+convention the figure ``bbox`` of the Markdown contract uses.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+from dataclasses import dataclass, field
+
+import pypdfium2 as pdfium
+import pypdfium2.raw as pdfium_c
+
+# pdfium hands soft hyphens back as U+00AD, U+FFFE (LaTeX/pandoc PDFs) or U+0002.
+SOFT_HYPHENS = "\u00ad\ufffe\u0002"
+_BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|[-,]bd\b|\bbd\b", re.I)
+_ITALIC_NAME = re.compile(r"italic|oblique|[-,]it\b", re.I)
+_MONO_NAME = re.compile(r"mono|courier|consol|typewriter|lmtt|cmtt", re.I)
+
+
+@dataclass(frozen=True)
+class FontStyle:
+    bold: bool
+    italic: bool
+    mono: bool
+
+
+@dataclass
+class Line:
+    """One visual line: its characters with their horizontal extents, and its dominant style."""
+
+    chars: list[str] = field(default_factory=list)
+    xs0: list[float] = field(default_factory=list)
+    xs1: list[float] = field(default_factory=list)
+    bolds: list[bool] = field(default_factory=list)
+    x0: float = 1e9
+    y0: float = 1e9
+    x1: float = -1e9
+    y1: float = -1e9
+    size: float = 0.0  # dominant font size of the line's visible characters
+    bold: bool = False  # most visible characters are bold
+    italic: bool = False
+    mono: bool = False
+    soft_end: bool = False  # the line ended on a soft hyphen: the word continues on the next line
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chars).strip()
+
+    def segments(self, gap: float, cuts: list[float] | None = None) -> list[tuple[str, float, float]]:
+        """Runs of the line split where the horizontal gap between characters exceeds ``gap`` points, or where
+        the run would cross one of the x positions in ``cuts`` (ruled column separators)."""
+        out: list[tuple[str, float, float]] = []
+        cur: list[str] = []
+        sx0 = sx1 = 0.0
+        for ch, a, b in zip(self.chars, self.xs0, self.xs1):
+            if ch.isspace():
+                if cur:
+                    cur.append(" ")
+                continue
+            crossed = bool(cuts) and any(sx1 <= c <= (a + b) / 2 for c in cuts or ())
+            if cur and (a - sx1 > gap or crossed):
+                out.append(("".join(cur).strip(), sx0, sx1))
+                cur = []
+            if not cur:
+                sx0 = a
+            cur.append(ch)
+            sx1 = max(sx1, b)
+        if cur:
+            out.append(("".join(cur).strip(), sx0, sx1))
+        return out
+
+    def bold_prefix(self) -> int:
+        """Number of leading characters (ignoring spaces) set in bold; 0 when the line starts regular."""
+        n = 0
+        for ch, b in zip(self.chars, self.bolds):
+            if ch.isspace():
+                n += 1
+                continue
+            if not b:
+                break
+            n += 1
+        return n
+
+
+@dataclass
+class PageText:
+    page: int  # 1-based
+    width: float
+    height: float
+    lines: list[Line]
+    n_chars: int  # visible characters
+    sizes: dict[float, int] = field(default_factory=dict)  # rounded font size -> visible characters
+    ocr: bool = False  # lines came from OCR, not the text layer
+
+
+def style_from_name(name: str, weight: int, flags: int) -> FontStyle:
+    """Bold/italic/mono from the font's name, weight and descriptor flags (weight is 0 for base-14 fonts)."""
+    bold = weight >= 600 or bool(_BOLD_NAME.search(name)) or bool(flags & (1 << 18))
+    italic = bool(_ITALIC_NAME.search(name)) or bool(flags & (1 << 6))
+    mono = bool(_MONO_NAME.search(name)) or bool(flags & 1)
+    return FontStyle(bold, italic, mono)
+
+
+class _FontCache:
+    """Font style per text object: pdfium's per-character font calls are the slow part, objects are few."""
+
+    def __init__(self) -> None:
+        self._by_obj: dict[int, FontStyle] = {}
+        self._buf = ctypes.create_string_buffer(256)
+
+    def style(self, textpage: pdfium_c.FPDF_TEXTPAGE, index: int) -> FontStyle:
+        obj = pdfium_c.FPDFText_GetTextObject(textpage, index)
+        key = ctypes.cast(obj, ctypes.c_void_p).value or 0
+        hit = self._by_obj.get(key)
+        if hit is not None:
+            return hit
+        name, weight, flags = "", 0, 0
+        if key:
+            font = pdfium_c.FPDFTextObj_GetFont(obj)
+            if font:
+                n = pdfium_c.FPDFFont_GetBaseFontName(font, self._buf, len(self._buf))
+                name = self._buf.raw[: max(0, n - 1)].decode("latin-1", "replace")
+                weight = pdfium_c.FPDFFont_GetWeight(font)
+                flags = pdfium_c.FPDFFont_GetFlags(font)
+        st = style_from_name(name.split("+")[-1], weight, flags)
+        self._by_obj[key] = st
+        return st
+
+
+def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: int, vis: int) -> None:
+    best = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
+    line.size = best
+    line.bold = vis > 0 and boldc * 2 > vis
+    line.italic = vis > 0 and italc * 2 > vis
+    line.mono = vis > 0 and monoc * 2 > vis
+
+
+def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
+    """Lines of one page in the text layer's reading order."""
+    width, height = page.get_size()
+    textpage = page.get_textpage()
+    try:
+        tp = textpage.raw
+        n = pdfium_c.FPDFText_CountChars(tp)
+        fonts = _FontCache()
+        left, right, bottom, top = (ctypes.c_double() for _ in range(4))
+        lines: list[Line] = []
+        page_sizes: dict[float, int] = {}
+        cur = Line()
+        sizes: dict[float, int] = {}
+        counts = [0, 0, 0, 0]  # bold, italic, mono, visible
+        visible = 0
+
+        def flush() -> None:
+            nonlocal cur, sizes, counts
+            if cur.text:
+                _finish(cur, sizes, *counts)
+                lines.append(cur)
+            cur, sizes, counts = Line(), {}, [0, 0, 0, 0]
+
+        for i in range(n):
+            code = pdfium_c.FPDFText_GetUnicode(tp, i)
+            if code in (10, 13):
+                flush()
+                continue
+            ch = chr(code) if 0 < code < 0x110000 else ""
+            if not ch:
+                continue
+            if ch in SOFT_HYPHENS:
+                cur.soft_end = True
+                continue
+            if pdfium_c.FPDFText_IsGenerated(tp, i) == 1:
+                # Generated spaces carry no box; they only separate words.
+                if cur.chars and not cur.chars[-1].isspace():
+                    cur.chars.append(" ")
+                    cur.xs0.append(cur.xs1[-1])
+                    cur.xs1.append(cur.xs1[-1])
+                    cur.bolds.append(cur.bolds[-1])
+                continue
+            pdfium_c.FPDFText_GetCharBox(tp, i, left, right, bottom, top)
+            x0, x1, y0, y1 = left.value, right.value, height - top.value, height - bottom.value
+            size = pdfium_c.FPDFText_GetFontSize(tp, i)
+            if ch.isspace():
+                if cur.chars and not cur.chars[-1].isspace():
+                    cur.chars.append(" ")
+                    cur.xs0.append(x0)
+                    cur.xs1.append(x0)
+                    cur.bolds.append(cur.bolds[-1])
+                continue
+            if cur.chars and cur.y1 > cur.y0:
+                mid = (y0 + y1) / 2
+                # A character outside the current line's band starts a new line even without a break char.
+                if mid < cur.y0 - 1 or mid > cur.y1 + 1:
+                    flush()
+                elif x0 - cur.xs1[-1] > 1.0 * max(size, 1) and not cur.chars[-1].isspace():
+                    cur.chars.append(" ")
+                    cur.xs0.append(cur.xs1[-1])
+                    cur.xs1.append(x0)
+                    cur.bolds.append(cur.bolds[-1])
+            cur.soft_end = False
+            st = fonts.style(tp, i)
+            cur.chars.append(ch)
+            cur.xs0.append(x0)
+            cur.xs1.append(x1)
+            cur.bolds.append(st.bold)
+            if y1 > y0:
+                cur.y0, cur.y1 = min(cur.y0, y0), max(cur.y1, y1)
+            cur.x0, cur.x1 = min(cur.x0, x0), max(cur.x1, x1)
+            key = round(size, 1)
+            sizes[key] = sizes.get(key, 0) + 1
+            page_sizes[key] = page_sizes.get(key, 0) + 1
+            counts[0] += st.bold
+            counts[1] += st.italic
+            counts[2] += st.mono
+            counts[3] += 1
+            visible += 1
+        flush()
+    finally:
+        textpage.close()
+    for ln in lines:
+        if ln.y1 < ln.y0:  # characters without boxes: keep the line, give it a harmless place
+            ln.y0 = ln.y1 = 0.0
+    return PageText(page_no, width, height, lines, visible, page_sizes)
