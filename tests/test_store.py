@@ -1,0 +1,313 @@
+"""ChunkStore on Milvus Lite (and a Lite server over HTTP), and filters that cannot be turned into injections."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from chunker.config import MilvusConfig
+from chunker.filters import FilterError, QueryFilters, build_filter, escape_like, render_filter
+from chunker.store import (
+    ChunkStore, SchemaMismatch, StoreError, StoreUnavailable, analyzer_params, chunk_row,
+)
+from chunker.types import Chunk
+
+DIM = 8
+SOURCES = ["dir_1/a.pdf", "dirX1/b.pdf", "dir%2/c.pdf", 'q"t/d.pdf', "other/e.pdf"]
+
+
+def make_chunks(n: int, doc: str = "d1", source: str = "dir_1/a.pdf", text: str = "text") -> list[Chunk]:
+    return [
+        Chunk(chunk_id=f"{doc}-{i}", doc_id=doc, element_ids=[f"{doc}:{i}"], text=f"{text} number {i}",
+              breadcrumb="Guide > Part", page_start=i + 1, page_end=i + 2,
+              modality="figure" if i % 3 == 0 else "text", planner="deterministic", config_hash="h",
+              source=source, source_uri=f"file:///{source}")
+        for i in range(n)
+    ]
+
+
+def vecs(n: int, seed: int = 0) -> np.ndarray:
+    v = np.random.default_rng(seed).normal(size=(n, DIM)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture(scope="module")
+def lite_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("milvus")
+
+
+@pytest.fixture()
+def store(lite_root: Path, request: pytest.FixtureRequest) -> ChunkStore:
+    # One Lite directory per module (one in-process server); one collection per test keeps tests independent.
+    cfg = MilvusConfig(uri=str(lite_root / "store.db"), upsert_batch=4)
+    s = ChunkStore(cfg, DIM, collection=f"t_{request.node.name.replace('[', '_').replace(']', '_').replace('-', '_')}"[:60])
+    yield s
+    s.drop()
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def filter_store(lite_root: Path) -> ChunkStore:
+    # Read-only for its tests, so shared: creating a Lite collection costs ~1 s.
+    s = ChunkStore(MilvusConfig(uri=str(lite_root / "store.db")), DIM, collection="filters")
+    chunks = [c for i, src in enumerate(SOURCES) for c in make_chunks(3, doc=f"doc{i}", source=src)]
+    s.upsert(chunks, vecs(len(chunks)))
+    yield s
+    s.drop()
+    s.close()
+
+
+def test_upsert_is_idempotent_and_batched(store: ChunkStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    real = store.client.upsert
+    monkeypatch.setattr(store.client, "upsert", lambda name, rows: calls.append(len(rows)) or real(name, rows))
+    chunks = make_chunks(10)
+    assert store.upsert(chunks, vecs(10)) == 10
+    assert calls == [4, 4, 2]  # upsert_batch=4
+    assert store.upsert(chunks, vecs(10)) == 10
+    assert store.count() == 10
+    assert store.chunk_ids() == {c.chunk_id for c in chunks}
+    changed = make_chunks(10, text="changed")
+    store.upsert(changed[:1], vecs(1))
+    row = store.client.query(store.collection, filter='chunk_id == "d1-0"', output_fields=["text", "element_ids"])[0]
+    assert row["text"] == "changed number 0" and row["element_ids"] == ["d1:0"]
+    assert store.count() == 10
+
+
+def test_upsert_rejects_mismatched_inputs(store: ChunkStore) -> None:
+    with pytest.raises(ValueError, match="2 chunks but 3 vectors"):
+        store.upsert(make_chunks(2), vecs(3))
+    with pytest.raises(ValueError, match="dim"):
+        store.upsert(make_chunks(2), np.zeros((2, DIM + 1), dtype=np.float32))
+
+
+def test_reingest_replaces_old_version_and_delete_doc(store: ChunkStore) -> None:
+    store.upsert(make_chunks(5, doc="old", source="s.pdf"), vecs(5))
+    store.upsert(make_chunks(2, doc="keep", source="other.pdf"), vecs(2, 1))
+    store.upsert(make_chunks(3, doc="new", source="s.pdf"), vecs(3, 2))
+    assert store.delete_other_versions("s.pdf", keep_doc_id="new") == 5
+    assert {i.split("-")[0] for i in store.chunk_ids()} == {"new", "keep"}
+    assert store.delete_other_versions("s.pdf", keep_doc_id="new") == 0
+    assert store.delete_doc("keep") == 2
+    assert store.count() == 3
+
+
+def test_oversized_text_is_clipped_on_a_character_boundary() -> None:
+    chunk = make_chunks(1, text="é" * 40_000)[0]
+    row = chunk_row(chunk, vecs(1)[0])
+    assert len(row["text"].encode()) <= 65535 and row["text"].startswith("éé")
+
+
+def test_search_modes_and_scores(filter_store: ChunkStore) -> None:
+    q = vecs(15)[4]
+    dense = filter_store.search(q, None, mode="dense", limit=3)
+    assert dense[0]["chunk_id"] == "doc1-1" and dense[0]["score"] == pytest.approx(1.0, abs=1e-4)
+    assert set(dense[0]) >= {"chunk_id", "doc_id", "source", "breadcrumb", "text", "page_start", "element_ids", "score"}
+    sparse = filter_store.search(None, "number 2", mode="sparse", limit=20)
+    assert sparse and all(r["score"] > 0 for r in sparse)
+    assert [r["score"] for r in sparse] == sorted((r["score"] for r in sparse), reverse=True)
+    for fusion in ("rrf", "weighted"):
+        hybrid = filter_store.search(q, "number 1", mode="hybrid", limit=5, fusion=fusion)
+        assert hybrid[0]["chunk_id"] == "doc1-1"
+    # Blank text: hybrid degrades to dense instead of sending BM25 nothing.
+    assert filter_store.search(q, "  ", mode="hybrid", limit=1)[0]["chunk_id"] == "doc1-1"
+    with pytest.raises(ValueError):
+        filter_store.search(None, "", mode="sparse")
+
+
+def test_schema_version_and_dim_mismatch_explain_rebuild(lite_root: Path) -> None:
+    cfg = MilvusConfig(uri=str(lite_root / "store.db"))
+    s = ChunkStore(cfg, DIM, collection="dimcheck")
+    try:
+        with pytest.raises(SchemaMismatch, match="jobs.rechunk"):
+            ChunkStore(cfg, DIM * 2, collection="dimcheck")
+        from pymilvus import DataType
+
+        schema = s.client.create_schema(auto_id=False)
+        schema.add_field("id", DataType.INT64, is_primary=True)
+        schema.add_field("v", DataType.FLOAT_VECTOR, dim=DIM)
+        s.client.create_collection("foreign", schema=schema)
+        with pytest.raises(SchemaMismatch, match="schema version unknown"):
+            ChunkStore(cfg, DIM, collection="foreign")
+    finally:
+        s.client.drop_collection("foreign")
+        s.drop()
+
+
+def test_analyzer_params() -> None:
+    assert analyzer_params("english", lite=True)["tokenizer"] == "standard"
+    assert analyzer_params("multilingual", lite=False)["tokenizer"] == "icu"
+    assert analyzer_params("multilingual", lite=True)["tokenizer"] == "standard"
+    assert analyzer_params("chinese", lite=False)["tokenizer"] == "jieba"
+    with pytest.raises(StoreError):
+        analyzer_params("klingon", lite=True)
+
+
+def test_lite_path_must_end_in_db(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=".db"):
+        ChunkStore(MilvusConfig(uri=str(tmp_path / "store")), DIM)
+
+
+def test_unreachable_server_is_store_unavailable() -> None:
+    t = time.perf_counter()
+    with pytest.raises(StoreUnavailable, match="cannot reach Milvus"):
+        ChunkStore(MilvusConfig(uri=f"http://127.0.0.1:{free_port()}"), DIM)
+    assert time.perf_counter() - t < 15
+
+
+def test_locked_lite_dir_says_how_to_share_it(tmp_path: Path) -> None:
+    path = tmp_path / "locked.db"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"from pymilvus import MilvusClient; MilvusClient({str(path)!r}); print('ready', flush=True); "
+         "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        with pytest.raises(StoreUnavailable, match="milvus-lite server --data-dir"):
+            ChunkStore(MilvusConfig(uri=str(path)), DIM)
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+# --------------------------------------------------------------------------- filters
+
+
+@pytest.mark.parametrize("bad", [
+    {"doc_id": 'x" or 1==1 or doc_id == "'},
+    {"doc_id": "abc\\"},
+    {"doc_id": "a" * 129},
+    {"doc_id": "doc1 or 1==1"},
+    {"modality": "text or 1==1"},
+    {"source_prefix": "dir\\"},
+    {"source_prefix": "a" * 513},
+    {"source_prefix": "a\nb"},
+    {"source_prefix": ""},
+    {"page_min": 0},
+    {"page_min": "1 or 1==1"},
+    {"page_min": 5, "page_max": 2},
+    {"expr": "1==1"},
+])
+def test_unsafe_filters_are_refused(bad: dict) -> None:
+    with pytest.raises(ValidationError):
+        QueryFilters(**bad)
+
+
+def test_build_filter_uses_templates() -> None:
+    expr, params = build_filter(QueryFilters(doc_id="abc", modality="table", page_min=2, page_max=9))
+    assert expr == "doc_id == {doc_id} and modality == {modality} and page_end >= {page_min} and page_start <= {page_max}"
+    assert params == {"doc_id": "abc", "modality": "table", "page_min": 2, "page_max": 9}
+    assert build_filter(None) == ("", {}) and build_filter(QueryFilters()) == ("", {})
+    assert escape_like("a_b%c") == "a\\_b\\%c"
+
+
+def test_render_filter_guards() -> None:
+    assert render_filter("x == {v}", {"v": 'a"b'}) == 'x == "a\\"b"'
+    assert render_filter('s like "{v}%" and x == {v}', {"v": 3}) == 's like "{v}%" and x == 3'
+    with pytest.raises(FilterError, match="no parameter"):
+        render_filter("x == {v}", {"w": 1})
+    with pytest.raises(FilterError, match="not used"):
+        render_filter("x == {v}", {"v": 1, "w": 2})
+    with pytest.raises(FilterError, match="booleans"):
+        render_filter("x == {v}", {"v": True})
+
+
+def ids(rows: list[dict]) -> set[str]:
+    return {r["chunk_id"] for r in rows}
+
+
+def test_filters_select_exactly_on_lite(filter_store: ChunkStore) -> None:
+    def run(f: QueryFilters) -> set[str]:
+        expr, params = build_filter(f)
+        return ids(filter_store.search(vecs(1, 9)[0], "number", mode="hybrid", limit=50, filter_expr=expr, filter_params=params))
+
+    assert run(QueryFilters(doc_id="doc3")) == {"doc3-0", "doc3-1", "doc3-2"}
+    assert run(QueryFilters(modality="figure")) == {f"doc{i}-0" for i in range(5)}
+    assert run(QueryFilters(page_min=3, page_max=3)) == {f"doc{i}-{j}" for i in range(5) for j in (1, 2)}
+    # '_' is a literal: "dir_1/" must not match "dirX1/".
+    assert run(QueryFilters(source_prefix="dir_1/")) == {"doc0-0", "doc0-1", "doc0-2"}
+    assert run(QueryFilters(source_prefix="dir%")) == {"doc2-0", "doc2-1", "doc2-2"}
+    assert run(QueryFilters(source_prefix='q"t/')) == {"doc3-0", "doc3-1", "doc3-2"}
+
+
+@pytest.mark.parametrize("prefix", ['" or 1==1 or source like "', "%", "_", '"', "' or ''=='", "x" * 512])
+def test_injected_prefixes_match_nothing(filter_store: ChunkStore, prefix: str) -> None:
+    expr, params = build_filter(QueryFilters(source_prefix=prefix))
+    assert filter_store.search(vecs(1)[0], "number", mode="hybrid", limit=50, filter_expr=expr, filter_params=params) == []
+
+
+def test_values_that_skip_validation_are_still_literals(filter_store: ChunkStore) -> None:
+    # model_construct bypasses validation: rendering alone must still neutralise the value.
+    f = QueryFilters.model_construct(doc_id='doc1" or doc_id != "', source_prefix=None, modality=None, page_min=None, page_max=None)
+    expr, params = build_filter(f)
+    assert filter_store.search(vecs(1)[0], None, mode="dense", limit=50, filter_expr=expr, filter_params=params) == []
+    assert filter_store.delete_doc('doc1" or doc_id != "') == 0
+    assert filter_store.count() == 15
+
+
+# --------------------------------------------------------------------------- servers
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def roundtrip(cfg: MilvusConfig) -> None:
+    s = ChunkStore(cfg, DIM, collection="server_roundtrip")
+    try:
+        chunks = make_chunks(6, doc="srv")
+        assert s.upsert(chunks, vecs(6)) == 6
+        assert s.count() == 6
+        assert s.search(vecs(6)[2], "number 2", mode="hybrid", limit=1)[0]["chunk_id"] == "srv-2"
+        expr, params = build_filter(QueryFilters(doc_id="srv", page_min=5))
+        assert ids(s.search(vecs(6)[2], None, mode="dense", limit=10, filter_expr=expr, filter_params=params)) == {
+            "srv-3", "srv-4", "srv-5"}
+    finally:
+        s.drop()
+        s.close()
+
+
+@pytest.mark.milvus_server
+def test_milvus_server_roundtrip() -> None:
+    uri = os.environ.get("MILVUS_TEST_URI")
+    if not uri:
+        pytest.skip("MILVUS_TEST_URI is not set")
+    roundtrip(MilvusConfig(uri=uri))
+
+
+def test_lite_server_over_http(tmp_path: Path) -> None:
+    cli = Path(sys.executable).with_name("milvus-lite")
+    if not cli.exists() and not shutil.which("milvus-lite"):
+        pytest.skip("milvus-lite CLI not installed")
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(cli if cli.exists() else "milvus-lite"), "server", "--data-dir", str(tmp_path / "srv"),
+         "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.time() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                if time.time() > deadline or proc.poll() is not None:
+                    pytest.fail("milvus-lite server did not start")
+                time.sleep(0.2)
+        roundtrip(MilvusConfig(uri=f"http://127.0.0.1:{port}"))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
