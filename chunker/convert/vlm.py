@@ -1,0 +1,291 @@
+"""The vision-language converter: one segment's page batches through a multimodal model, strictly in order.
+
+Batch i+1 is sent only once batch i is back, with the small explicit context batch i produced (summary, tail, heading
+path, open table), so any actor can run any link of any chain and one actor can keep many chains in flight.
+
+Per batch, a bounded ladder:
+
+1. the whole batch, once per temperature of the ladder (``model.temperature`` first, then ``retry_temperatures``),
+   while the answer is truncated, empty, malformed, lacks its trailer, or the request failed;
+2. if ``split_pages_on_failure`` and the batch has several pages: one page at a time, each with a short ladder (the
+   first and the last temperature), contexts chained from page to page;
+3. a page that still fails comes from the fallback (the PDF text layer), flagged and counted on the batch row.
+
+``BackendUnavailable`` and ``EngineDead`` are never caught: the actor must die so that Ray restarts it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from chunker.backends.base import BackendUnavailable, EngineDead, GenerationResult, ModelBackend
+from chunker.backends.errors import BackendRequestError
+from chunker.config import ConverterConfig
+from chunker.convert.base import PageImages
+from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown
+from chunker.convert.trailer import check_output, split_trailer
+from chunker.parse import parse_markdown
+from chunker.prompts import build_request, clip_summary
+from chunker.types import BatchContext, ConvertedBatch, SegmentJob
+
+FALLBACK_FAILED = "fallback failed"
+_PAGE_LINE = re.compile(r"^\s*<!--\s*page\s+\d+\s*-->\s*$", re.I)
+
+
+class PageFallback(Protocol):
+    """What a page falls back to when the model keeps failing (the pdf-text converter)."""
+
+    def markdown_for_pages(self, source_uri: str, pages: list[int]) -> str: ...
+
+
+@dataclass
+class _Tally:
+    """Everything spent and everything that went wrong while converting one batch."""
+
+    attempts: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    finish_reason: str = ""
+    model: str = ""
+    errors: list[str] = field(default_factory=list)
+    fallback_pages: list[int] = field(default_factory=list)
+
+    def account(self, res: GenerationResult) -> None:
+        # Every attempt's tokens count: they were paid for, accepted or not.
+        self.input_tokens += res.input_tokens
+        self.output_tokens += res.output_tokens
+        self.model = res.model or self.model
+
+
+def ensure_page_marker(markdown: str, page: int) -> str:
+    """Make the piece start with a page marker, so its first lines are not attributed to the previous page."""
+    for line in markdown.splitlines():
+        if line.strip():
+            if _PAGE_LINE.match(line):
+                return markdown.strip() + "\n"
+            break
+    return f"<!-- page {page} -->\n" + markdown.strip() + "\n"
+
+
+def _tail(text: str, limit: int) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[-limit:]
+
+
+def _heading_path_after(markdown: str, page: int, seed: list[str]) -> list[str]:
+    """Headings in force at the end of ``markdown``, read from the headings it actually contains."""
+    elements = parse_markdown("_", [(markdown, page)], heading_path=seed)
+    return list(elements[-1].heading_path) if elements else list(seed)
+
+
+def _page_ranges(pages: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7": short enough for an error column."""
+    ps = sorted(set(pages))
+    out: list[str] = []
+    i = 0
+    while i < len(ps):
+        j = i
+        while j + 1 < len(ps) and ps[j + 1] == ps[j] + 1:
+            j += 1
+        out.append(str(ps[i]) if i == j else f"{ps[i]}-{ps[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+class VlmConverter:
+    """Converter protocol implementation over any :class:`ModelBackend`."""
+
+    name = "vlm"
+
+    def __init__(self, cfg: ConverterConfig, backend: ModelBackend, fallback: PageFallback, config_hash: str = "") -> None:
+        self.cfg = cfg
+        self.backend = backend
+        self.fallback = fallback
+        self.config_hash = config_hash
+        temps: list[float] = []
+        for t in [cfg.model.temperature, *cfg.retry_temperatures]:
+            if t not in temps:
+                temps.append(t)
+        self.ladder = temps
+        self.page_ladder = [temps[0]] if len(temps) == 1 else [temps[0], temps[-1]]
+        # pdfium is not thread-safe: fallbacks of concurrent chains take turns in the worker thread.
+        self._fallback_lock = threading.Lock()
+
+    def needs_images(self) -> bool:
+        return True
+
+    async def convert(self, job: SegmentJob, images: PageImages | None) -> list[ConvertedBatch]:
+        if images is None:
+            raise ValueError("VlmConverter needs rendered pages (needs_images() is True)")
+        ctx = BatchContext()
+        out: list[ConvertedBatch] = []
+        for bi, (a, b) in enumerate(job.batches()):
+            batch, ctx = await self._batch(job, bi, a, b, ctx, images)
+            out.append(batch)
+        return out
+
+    async def _batch(
+        self, job: SegmentJob, bi: int, a: int, b: int, ctx: BatchContext, images: PageImages
+    ) -> tuple[ConvertedBatch, BatchContext]:
+        pages = list(range(a, b + 1))
+        # Rendered once per batch: retries and single-page splits reuse the same images.
+        imgs = {p: images.image(p) for p in pages}
+        sizes = {p: images.size(p) for p in pages}
+        tally = _Tally()
+        done = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally)
+        if done is not None:
+            markdown, ctx_out = done
+        elif len(pages) > 1 and self.cfg.split_pages_on_failure:
+            parts: list[str] = []
+            ctx_out = ctx
+            for p in pages:
+                one = await self._ladder(job, bi, [p], ctx_out, self.page_ladder, imgs, sizes, images.mime, tally)
+                if one is None:
+                    one = await self._fallback(job, [p], ctx_out, tally)
+                parts.append(one[0])
+                ctx_out = one[1]
+            markdown = "\n".join(parts)
+        else:
+            markdown, ctx_out = await self._fallback(job, pages, ctx, tally)
+        all_fallback = set(tally.fallback_pages) == set(pages)
+        batch = ConvertedBatch(
+            doc_id=job.doc_id,
+            segment_index=job.segment_index,
+            batch_index=bi,
+            page_start=a,
+            page_end=b,
+            markdown=markdown,
+            context_out=ctx_out.to_json(),
+            model=tally.model or getattr(self.backend, "name", ""),
+            prompt_version=self.cfg.prompt_version,
+            input_tokens=tally.input_tokens,
+            output_tokens=tally.output_tokens,
+            finish_reason="fallback" if all_fallback else tally.finish_reason,
+            attempts=tally.attempts,
+            fallback=bool(tally.fallback_pages),
+            fallback_pages=sorted(tally.fallback_pages),
+            context_only=a < job.page_start,
+            error="; ".join(tally.errors),
+            config_hash=self.config_hash,
+        )
+        return batch, ctx_out
+
+    async def _ladder(
+        self,
+        job: SegmentJob,
+        bi: int,
+        pages: list[int],
+        ctx: BatchContext,
+        temps: list[float],
+        imgs: dict[int, bytes],
+        sizes: dict[int, tuple[int, int]],
+        mime: str,
+        tally: _Tally,
+    ) -> tuple[str, BatchContext] | None:
+        span = f"p{pages[0]}-{pages[-1]}" if len(pages) > 1 else f"p{pages[0]}"
+        for t in temps:
+            tally.attempts += 1
+            req = build_request(
+                pages, ctx, self.cfg.mode, self.cfg.prompt_version,
+                [imgs[p] for p in pages], [sizes[p] for p in pages],
+                temperature=t, max_tokens=self.cfg.model.max_output_tokens, mime=mime,
+                tail_chars=self.cfg.context_tail_chars, summary_chars=self.cfg.summary_max_chars,
+                request_id=f"{job.doc_id}/s{job.segment_index}/b{bi}/{span}/a{tally.attempts}",
+            )
+            try:
+                res = await self.backend.generate(req)
+            except (BackendUnavailable, EngineDead):
+                raise
+            except BackendRequestError as exc:
+                tally.errors.append(f"{span} t={t}: backend error: {exc}")
+                if not exc.retryable:
+                    break  # the same request cannot succeed (e.g. prompt too long): go straight to smaller pieces
+                continue
+            except Exception as exc:  # noqa: BLE001 - per-request trouble (timeout, 5xx) is what the ladder is for
+                tally.errors.append(f"{span} t={t}: backend error {type(exc).__name__}: {exc}")
+                continue
+            tally.account(res)
+            problems = check_output(res.text, res.finish_reason, self.cfg.mode, pages)
+            accepted = None if problems else self._accept(res.text, pages, ctx, problems)
+            if accepted is not None:
+                tally.finish_reason = res.finish_reason
+                return accepted
+            tally.errors.append(f"{span} t={t}: " + ", ".join(problems))
+        return None
+
+    def _accept(
+        self, text: str, pages: list[int], ctx: BatchContext, problems: list[str]
+    ) -> tuple[str, BatchContext] | None:
+        """Turn a checked answer into contract Markdown and the next context; None (with problems) if unusable."""
+        split = split_trailer(text)
+        assert split.trailer is not None  # check_output demanded it
+        summary = clip_summary(split.trailer.summary, self.cfg.summary_max_chars) or ctx.summary
+        if self.cfg.mode == "markdown":
+            markdown = ensure_page_marker(split.body, pages[0])
+            path = _heading_path_after(markdown, pages[0], ctx.heading_path)
+            if not path:
+                # Pages without a heading and no path handed in (a segment's overlap starts blind): the model's own
+                # reading of the hierarchy is the best there is.
+                path = split.trailer.heading_path
+            tail = _tail(split.body, self.cfg.context_tail_chars)
+            return markdown, BatchContext(summary, tail, path, split.trailer.open_table)
+        parsed = parse_chunks(split.body)
+        if not parsed.chunks:
+            problems.append("chunk markers present but every chunk is empty")
+            return None
+        previous = ChunkRecord("False", list(ctx.heading_path), ctx.tail) if (ctx.tail or ctx.heading_path) else None
+        merged = merge_chunks(parsed.chunks, previous, self.cfg.partial_policy)
+        rendered = render_markdown(merged, ctx.heading_path, ctx.table_header)
+        markdown = ensure_page_marker(rendered.markdown, pages[0])
+        last = rendered.last_chunk.content if rendered.last_chunk else ""
+        tail = _tail(last, self.cfg.context_tail_chars)
+        return markdown, BatchContext(summary, tail, rendered.heading_path, rendered.open_table)
+
+    def _fallback_sync(self, source_uri: str, pages: list[int]) -> str:
+        with self._fallback_lock:
+            return self.fallback.markdown_for_pages(source_uri, pages)
+
+    async def _fallback(
+        self, job: SegmentJob, pages: list[int], ctx: BatchContext, tally: _Tally
+    ) -> tuple[str, BatchContext]:
+        """The last resort: the text layer, visibly flagged. A failing fallback leaves the pages empty and says so."""
+        try:
+            md = await asyncio.to_thread(self._fallback_sync, job.source_uri, pages)
+        except (BackendUnavailable, EngineDead):
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded on the row; document_status reports the document partial
+            tally.errors.append(f"pages {_page_ranges(pages)}: {FALLBACK_FAILED}: {type(exc).__name__}: {exc}")
+            md = ""
+        tally.fallback_pages.extend(pages)
+        tally.errors.append(f"pages {_page_ranges(pages)}: model output unusable, text-layer fallback used")
+        md = ensure_page_marker(md, pages[0])
+        path = _heading_path_after(md, pages[0], ctx.heading_path)
+        # The summary stays: the fallback writes none, and the old one still describes the document.
+        return md, BatchContext(ctx.summary, _tail(md, self.cfg.context_tail_chars), path, "")
+
+
+def document_status(batches: list[ConvertedBatch], max_fallback_share: float) -> tuple[str, str]:
+    """("ok" | "partial", reason) for one document's batches (all segments); overlap batches do not count.
+
+    Fallback pages within ``max_fallback_share`` keep the document ok, but the reason still names them.
+    """
+    owned = [b for b in batches if not b.context_only]
+    total = sum(b.page_end - b.page_start + 1 for b in owned)
+    if total == 0:
+        return "partial", "no pages converted"
+    fb = sorted({p for b in owned for p in b.fallback_pages})
+    lost = [b for b in owned if FALLBACK_FAILED in b.error]
+    if lost:
+        pages = _page_ranges([p for b in lost for p in b.fallback_pages])
+        return "partial", f"pages {pages}: model and text-layer fallback both failed (no text)"
+    if not fb:
+        return "ok", ""
+    share = len(fb) / total
+    msg = f"{len(fb)} of {total} pages ({share:.0%}) fell back to the text layer: pages {_page_ranges(fb)}"
+    if share > max_fallback_share:
+        return "partial", f"{msg}; above max_fallback_share {max_fallback_share}"
+    return "ok", f"{msg}; within max_fallback_share {max_fallback_share}"

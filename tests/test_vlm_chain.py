@@ -1,0 +1,347 @@
+"""VlmConverter: ordered chains at high concurrency against a fake engine, and the retry/fallback ladder."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import re
+from collections import defaultdict
+from dataclasses import dataclass
+
+import pytest
+
+from chunker.backends.base import BackendUnavailable, EngineDead, GenerationRequest, GenerationResult
+from chunker.backends.errors import BackendRequestError
+from chunker.config import ConverterConfig
+from chunker.convert.vlm import VlmConverter, document_status
+from chunker.parse import parse_batches
+from chunker.types import BatchContext, ConvertedBatch, SegmentJob
+
+
+class FakeImages:
+    """Page "images" that name their document and page, so the engine can tell what it was sent."""
+
+    mime = "image/jpeg"
+
+    def __init__(self, doc_id: str) -> None:
+        self.doc_id = doc_id
+
+    def image(self, page: int) -> bytes:
+        return f"{self.doc_id}:{page}".encode()
+
+    def size(self, page: int) -> tuple[int, int]:
+        return (12, 16)
+
+
+def _pages(req: GenerationRequest) -> tuple[str, list[int]]:
+    names = [img.decode().rsplit(":", 1) for img in req.images]
+    return names[0][0], [int(p) for _, p in names]
+
+
+def trailer(summary: str, path: list[str] | None = None, table: str = "") -> str:
+    return "<context>" + json.dumps({"summary": summary, "heading_path": path or [], "open_table": table}) + "</context>"
+
+
+def page_answer(doc: str, pages: list[int]) -> str:
+    """A valid markdown-mode answer: a title on page 1, a part heading every 10 pages, one paragraph per page."""
+    out = []
+    for p in pages:
+        out.append(f"<!-- page {p} -->")
+        if p == 1:
+            out += [f"# {doc}", ""]
+        if p % 10 == 1:
+            out += [f"## Part {p // 10}", ""]
+        out += [f"Text of {doc} page {p}.", ""]
+    path = [doc, f"Part {(pages[-1] - 1) // 10}"]
+    return "\n".join(out) + trailer(f"{doc} read up to page {pages[-1]}", path)
+
+
+@dataclass
+class Call:
+    doc: str
+    segment: int
+    pages: list[int]
+    user: str
+    start: int
+    end: int
+
+
+class ChainEngine:
+    """An async engine with seeded random latencies and bounded capacity (like continuous batching)."""
+
+    name = "fake-engine"
+
+    def __init__(self, seed: int, capacity: int = 48) -> None:
+        self.rng = random.Random(seed)
+        self.sem = asyncio.Semaphore(capacity)
+        self.clock = itertools.count()
+        self.calls: dict[tuple[str, int], list[Call]] = defaultdict(list)
+        self.in_flight = 0
+        self.max_in_flight = 0
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        doc, pages = _pages(req)
+        segment = int(re.search(r"/s(\d+)/", req.request_id).group(1))  # type: ignore[union-attr]
+        start = next(self.clock)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        async with self.sem:
+            await asyncio.sleep(self.rng.uniform(0.0002, 0.003) * len(pages))
+        self.in_flight -= 1
+        self.calls[(doc, segment)].append(Call(doc, segment, pages, req.user, start, next(self.clock)))
+        text = page_answer(doc, pages)
+        return GenerationResult(text, input_tokens=100 * len(pages), output_tokens=len(text) // 4, model="fake-vl")
+
+    async def close(self) -> None:
+        pass
+
+
+class TextFallback:
+    def __init__(self, fail: bool = False) -> None:
+        self.calls: list[list[int]] = []
+        self.fail = fail
+
+    def markdown_for_pages(self, source_uri: str, pages: list[int]) -> str:
+        self.calls.append(list(pages))
+        if self.fail:
+            raise OSError("cannot open PDF")
+        return "\n".join(f"<!-- page {p} -->\nFallback text of page {p}.\n" for p in pages)
+
+
+def segment_jobs(doc: str, n: int, segment_pages: int = 64, overlap: int = 2, batch_pages: int = 4) -> list[SegmentJob]:
+    count = -(-n // segment_pages)
+    jobs = []
+    for s in range(count):
+        start, end = s * segment_pages + 1, min((s + 1) * segment_pages, n)
+        jobs.append(SegmentJob(doc, f"file:///{doc}.pdf", f"{doc}.pdf", n, s, count, start, end,
+                               max(1, start - overlap) if s else start, batch_pages))
+    return jobs
+
+
+def doc_sizes(rng: random.Random, count: int = 50) -> list[int]:
+    sizes = [1, 1, 700, 700]  # the extremes are always present
+    while len(sizes) < count:
+        sizes.append(min(700, max(1, int(rng.paretovariate(0.9) * 2))))  # heavy tail
+    return sizes
+
+
+def test_fifty_documents_convert_as_ordered_chains_without_starvation() -> None:
+    rng = random.Random(7)
+    sizes = doc_sizes(rng)
+    docs = {f"doc{i:02d}": n for i, n in enumerate(sizes)}
+    engine = ChainEngine(seed=11)
+    conv = VlmConverter(ConverterConfig(backend="scripted"), engine, TextFallback())
+    finished: list[str] = []
+    results: dict[str, list[list[ConvertedBatch]]] = {}
+
+    async def run_doc(doc: str, n: int) -> None:
+        jobs = segment_jobs(doc, n)
+        # Segments of one document convert in parallel; each is its own ordered chain.
+        results[doc] = list(await asyncio.gather(*(conv.convert(j, FakeImages(doc)) for j in jobs)))
+        finished.append(doc)
+
+    async def main() -> None:
+        # The largest documents are submitted first: small ones must still not wait behind them.
+        order = sorted(docs, key=lambda d: -docs[d])
+        await asyncio.gather(*(run_doc(d, docs[d]) for d in order))
+
+    asyncio.run(main())
+
+    assert sorted(finished) == sorted(docs)  # nothing starved or hung
+    assert engine.max_in_flight >= 40  # many chains really were in flight at once
+    pos = {d: i for i, d in enumerate(finished)}
+    tiny = [d for d, n in docs.items() if n == 1]
+    huge = [d for d, n in docs.items() if n == 700]
+    assert max(pos[d] for d in tiny) < min(pos[d] for d in huge)
+
+    for doc, n in docs.items():
+        jobs = segment_jobs(doc, n)
+        for job, batches in zip(jobs, results[doc]):
+            calls = engine.calls[(doc, job.segment_index)]
+            # Exactly the planned batches, in order, each sent only after the previous one came back.
+            assert [(c.pages[0], c.pages[-1]) for c in calls] == job.batches()
+            assert all(b.start > a.end for a, b in zip(calls, calls[1:]))
+            assert [(b.page_start, b.page_end) for b in batches] == job.batches()
+            assert [b.batch_index for b in batches] == list(range(len(batches)))
+            # Batch i+1's request carries batch i's summary and heading path.
+            for prev, call in zip(batches, calls[1:]):
+                ctx = BatchContext.from_json(prev.context_out)
+                assert ctx.summary == f"{doc} read up to page {prev.page_end}"
+                assert f"Summary so far: {ctx.summary}" in call.user
+                if ctx.heading_path:
+                    assert "Heading path: " + " > ".join(ctx.heading_path) in call.user
+            assert "first pages you see" in calls[0].user
+            # The overlap primes the context and is flagged; owned batches are not.
+            assert [b.context_only for b in batches] == [job.context_start < job.page_start and i == 0
+                                                         for i in range(len(batches))]
+            assert all(b.attempts == 1 and not b.fallback and b.error == "" for b in batches)
+        # Assembled output: every page exactly once, in page order, across segments.
+        owned = [b for seg in results[doc] for b in seg if not b.context_only]
+        assert [p for b in owned for p in range(b.page_start, b.page_end + 1)] == list(range(1, n + 1))
+        texts = []
+        for job, batches in zip(jobs, results[doc]):
+            seed = [BatchContext.from_json(b.context_out).heading_path for b in batches if b.context_only]
+            els = parse_batches(doc, batches, job.segment_index, seed[-1] if seed else None)
+            texts += [(e.text, e.page_start) for e in els if e.kind == "paragraph"]
+        assert texts == [(f"Text of {doc} page {p}.", p) for p in range(1, n + 1)]
+        status, reason = document_status([b for seg in results[doc] for b in seg], 0.25)
+        assert (status, reason) == ("ok", "")
+    # The first owned batch of a later segment is primed by the overlap (here: pages 63-64 before 65).
+    big = results[huge[0]][1]
+    assert big[0].context_only and (big[0].page_start, big[0].page_end) == (63, 64)
+    assert f"{huge[0]} read up to page 64" in engine.calls[(huge[0], 1)][1].user
+    assert BatchContext.from_json(big[0].context_out).heading_path == [huge[0], "Part 6"]
+
+
+# ---- the ladder ---------------------------------------------------------------------------------------------------
+
+
+class Scripted:
+    """Answers from a list (str, GenerationResult or exception), one per call; keeps every request."""
+
+    name = "scripted-list"
+
+    def __init__(self, answers: list, repeat_last: bool = False) -> None:
+        self.answers = list(answers)
+        self.repeat_last = repeat_last
+        self.requests: list[GenerationRequest] = []
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        self.requests.append(req)
+        await asyncio.sleep(0)
+        i = len(self.requests) - 1
+        ans = self.answers[min(i, len(self.answers) - 1)] if self.repeat_last else self.answers[i]
+        if callable(ans):
+            ans = ans(req)
+        if isinstance(ans, BaseException):
+            raise ans
+        return ans if isinstance(ans, GenerationResult) else GenerationResult(ans, 10, 5, "stop", "m")
+
+    async def close(self) -> None:
+        pass
+
+
+def one_job(pages: int = 4, batch_pages: int = 4) -> SegmentJob:
+    return SegmentJob("d", "file:///d.pdf", "d.pdf", pages, 0, 1, 1, pages, 1, batch_pages)
+
+
+def run(conv: VlmConverter, job: SegmentJob) -> list[ConvertedBatch]:
+    return asyncio.run(conv.convert(job, FakeImages("d")))
+
+
+def good(req: GenerationRequest) -> str:
+    return page_answer(*_pages(req))
+
+
+def test_truncated_then_good() -> None:
+    eng = Scripted([GenerationResult(good_text := page_answer("d", [1, 2])[:40], 10, 8192, "length", "m"), good])
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(2))
+    assert good_text and b.attempts == 2 and not b.fallback and "truncated" in b.error
+    assert [r.temperature for r in eng.requests] == [0.1, 0.3]
+    assert b.input_tokens == 20 and b.finish_reason == "stop" and b.model == "m"
+    assert "Text of d page 2." in b.markdown
+
+
+def test_malformed_three_times_then_pages_one_by_one() -> None:
+    eng = Scripted(["no trailer here"] * 3 + [good] * 4)
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(4))
+    assert b.attempts == 7 and not b.fallback and b.error.count("missing context trailer") == 3
+    single = eng.requests[3:]
+    assert [_pages(r)[1] for r in single] == [[1], [2], [3], [4]]
+    # Contexts chain from page to page.
+    for p, r in zip([1, 2, 3], single[1:]):
+        assert f"d read up to page {p}" in r.user
+    assert [ln for ln in b.markdown.splitlines() if ln.startswith("<!-- page")] == [f"<!-- page {p} -->" for p in range(1, 5)]
+    assert BatchContext.from_json(b.context_out).summary == "d read up to page 4"
+
+
+def test_always_garbage_falls_back_per_page_and_document_is_partial() -> None:
+    eng = Scripted(["<!-- page 99 -->\ngarbage"], repeat_last=True)
+    fb = TextFallback()
+    [b] = run(VlmConverter(ConverterConfig(), eng, fb), one_job(4))
+    assert b.fallback and b.fallback_pages == [1, 2, 3, 4] and b.finish_reason == "fallback"
+    assert b.attempts == 3 + 4 * 2  # ladder on the batch, then a two-rung ladder per page
+    assert fb.calls == [[1], [2], [3], [4]]
+    assert "Fallback text of page 3." in b.markdown and "outside the batch" in b.error
+    status, reason = document_status([b], 0.25)
+    assert status == "partial" and "4 of 4 pages" in reason and "1-4" in reason
+
+
+def test_without_split_the_whole_batch_falls_back_at_once() -> None:
+    eng = Scripted([""], repeat_last=True)
+    fb = TextFallback()
+    [b] = run(VlmConverter(ConverterConfig(split_pages_on_failure=False), eng, fb), one_job(3))
+    assert b.attempts == 3 and fb.calls == [[1, 2, 3]] and b.fallback_pages == [1, 2, 3]
+    assert "empty output" in b.error
+
+
+def test_some_pages_fall_back_within_the_allowed_share() -> None:
+    # Batch 1 (pages 1-4) fails as a batch; page 3 alone keeps failing; batch 2 (pages 5-8) is fine.
+    def answer(req: GenerationRequest) -> str:
+        _, pages = _pages(req)
+        return "junk" if len(pages) == 4 and pages[0] == 1 or pages == [3] else good(req)
+
+    eng = Scripted([answer], repeat_last=True)
+    batches = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(12))
+    assert [b.fallback_pages for b in batches] == [[3], [], []]
+    status, reason = document_status(batches, 0.25)
+    assert status == "ok" and "1 of 12 pages" in reason and "pages 3" in reason
+    assert document_status(batches, 0.05)[0] == "partial"
+    # The page after the fallback still gets the summary from page 2 (the fallback writes none).
+    page4 = [r for r in eng.requests if _pages(r)[1] == [4]][0]
+    assert "d read up to page 2" in page4.user
+
+
+def test_failed_fallback_makes_the_document_partial() -> None:
+    eng = Scripted([""], repeat_last=True)
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback(fail=True)), one_job(1))
+    assert b.fallback_pages == [1] and "fallback failed" in b.error and "<!-- page 1 -->" in b.markdown
+    assert document_status([b], 1.0)[0] == "partial"
+
+
+def test_retryable_backend_errors_climb_the_ladder() -> None:
+    eng = Scripted([TimeoutError("slow"), good])
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(2))
+    assert b.attempts == 2 and "TimeoutError" in b.error and not b.fallback
+
+
+def test_non_retryable_request_error_skips_to_single_pages() -> None:
+    eng = Scripted([BackendRequestError("prompt too long", status=400, retryable=False), good, good])
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(2))
+    assert b.attempts == 3 and [_pages(r)[1] for r in eng.requests[1:]] == [[1], [2]] and not b.fallback
+
+
+@pytest.mark.parametrize("exc", [EngineDead("CUDA error"), BackendUnavailable("no vllm")])
+def test_fatal_backend_errors_propagate(exc: Exception) -> None:
+    eng = Scripted(["junk", exc], repeat_last=False)
+    with pytest.raises(type(exc)):
+        run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(4))
+
+
+def test_needs_images() -> None:
+    conv = VlmConverter(ConverterConfig(), Scripted([]), TextFallback())
+    assert conv.needs_images()
+    with pytest.raises(ValueError, match="needs rendered pages"):
+        asyncio.run(conv.convert(one_job(1), None))
+
+
+def test_chunks_mode_through_the_converter_continues_lists_and_tables_across_batches() -> None:
+    head = "[CONTINUES]{0}[/CONTINUES][HEAD]Guide > Setup > {1}[/HEAD]\n"
+    row = "| Plan | Price |\n| --- | --- |\n| {0} | {1} |\n\n"
+    b1 = ("<!-- page 1 -->\n" + head.format("False", "Install") + "1. Unpack.\n2. Plug in.\n\n"
+          + head.format("False", "Plans") + row.format("Basic", "$10") + trailer("setup guide"))
+    b2 = ("<!-- page 2 -->\n" + head.format("False", "Plans") + row.format("Pro", "$20")
+          + head.format("True", "Install (continued)") + "3. Switch on.\n\n" + trailer("setup guide, plans"))
+    eng = Scripted([b1, b2])
+    batches = run(VlmConverter(ConverterConfig(mode="chunks"), eng, TextFallback()), one_job(2, batch_pages=1))
+    ctx1 = BatchContext.from_json(batches[0].context_out)
+    assert ctx1.table_header == "Plan | Price" and ctx1.heading_path == ["Guide", "Setup", "Plans"]
+    assert "Open table, column headers: Plan | Price" in eng.requests[1].user
+    assert "<!-- table continued -->" in batches[1].markdown
+    els = parse_batches("d", batches)
+    rows = [e for e in els if e.kind == "table_row"]
+    assert [r.text for r in rows] == ["Plan: Basic; Price: $10.", "Plan: Pro; Price: $20."]
+    assert rows[0].group == rows[1].group
+    assert all(b.error == "" and b.attempts == 1 for b in batches)
