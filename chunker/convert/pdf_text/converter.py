@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,7 +80,7 @@ class PdfTextConverter:
                 body = self._render(page, stats, state)
                 if body:
                     parts.append(body)
-            markdown = "\n\n".join(parts) + "\n"
+            markdown = join_pages(parts)
             tail = markdown[-self.cfg.context_tail_chars:] if self.cfg.context_tail_chars else ""
             ctx = BatchContext(
                 tail=tail,
@@ -108,7 +109,7 @@ class PdfTextConverter:
                 body = self._render(page, stats, state)
                 if body:
                     parts.append(body)
-        return "\n\n".join(parts) + "\n"
+        return join_pages(parts)
 
     # -- steps --------------------------------------------------------------------------------------------
     def _read(self, source_uri: str, numbers: list[int]) -> tuple[dict[int, _Page], str]:
@@ -181,6 +182,24 @@ class PdfTextConverter:
     def _render(self, page: _Page, stats: FontStats, state: FlowState) -> str:
         assert page.text is not None
         return PageWriter(page.text, stats, state, page.skip).render(page.tables, page.figures)
+
+
+_ITEM = re.compile(r"^\s*(\d{1,3}[.)]|[-*+•])\s")
+
+
+def join_pages(parts: list[str]) -> str:
+    """Join page markers and page bodies. A list running over a page end is written without a blank line before
+    the page marker: the parser keeps a list open over a marker, but a blank line followed by a marker ends it."""
+    out = ""
+    for k, part in enumerate(parts):
+        if k == 0:
+            out = part
+            continue
+        last = out.rsplit("\n", 1)[-1]
+        nxt = parts[k + 1] if k + 1 < len(parts) else ""
+        glued = part.startswith("<!-- page") and _ITEM.match(last) and _ITEM.match(nxt.split("\n", 1)[0])
+        out += ("\n" if glued else "\n\n") + part
+    return out + "\n"
 
 
 def _rejudge(text: PageText, tables: list[Table], skip: set[int], stats: FontStats) -> list[Table]:
