@@ -243,7 +243,8 @@ class VlmConverter:
         markdown = ensure_page_marker(rendered.markdown, pages[0])
         last = rendered.last_chunk.content if rendered.last_chunk else ""
         tail = _tail(last, self.cfg.context_tail_chars)
-        return markdown, BatchContext(summary, tail, rendered.heading_path, rendered.open_table)
+        path = rendered.heading_path or split.trailer.heading_path
+        return markdown, BatchContext(summary, tail, path, rendered.open_table)
 
     def _fallback_sync(self, source_uri: str, pages: list[int]) -> str:
         with self._fallback_lock:
@@ -280,8 +281,8 @@ def document_status(batches: list[ConvertedBatch], max_fallback_share: float) ->
     fb = sorted({p for b in owned for p in b.fallback_pages})
     lost = [b for b in owned if FALLBACK_FAILED in b.error]
     if lost:
-        pages = _page_ranges([p for b in lost for p in b.fallback_pages])
-        return "partial", f"pages {pages}: model and text-layer fallback both failed (no text)"
+        spans = ", ".join(f"{b.page_start}-{b.page_end}" for b in lost)
+        return "partial", f"text-layer fallback failed (pages left empty) in batches covering pages {spans}"
     if not fb:
         return "ok", ""
     share = len(fb) / total
