@@ -1,0 +1,195 @@
+"""Query-time retrieval: one code path for the query job, the Ray Serve endpoint and the evaluation job.
+
+question -> embed (the ingest embedder) -> Milvus top-N per leg (dense / BM25 / fused) ->
+  visual question: boost figure chunks, no cross-encoder (it reads text only, figures are described briefly)
+  otherwise: optional cross-encoder rerank on (question, breadcrumb + text) -> top k
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from chunker.config import Config
+from chunker.embed import Embedder
+from chunker.filters import QueryFilters, build_filter
+from chunker.store import ChunkStore
+
+
+class RerankerUnavailable(RuntimeError):
+    """Reranking was asked for but no cross-encoder can be loaded."""
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Scores passages against a question; higher is more relevant."""
+
+    def score(self, question: str, passages: list[str]) -> list[float]: ...
+
+
+class CrossEncoderReranker:
+    """A sentence-transformers CrossEncoder loaded from a local folder (weights are never downloaded)."""
+
+    def __init__(self, model_path: str, device: str = "cpu", batch_size: int = 32) -> None:
+        if not os.path.isdir(model_path):
+            raise RerankerUnavailable(
+                f"retrieval.reranker_model {model_path!r} is not a local folder; download a CrossEncoder "
+                "(e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) and point retrieval.reranker_model at it"
+            )
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import CrossEncoder
+
+        self.model = CrossEncoder(model_path, device=device)
+        self.batch_size = batch_size
+
+    def score(self, question: str, passages: list[str]) -> list[float]:
+        if not passages:
+            return []
+        scores = self.model.predict(
+            [(question, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False
+        )
+        return [float(s) for s in scores]
+
+
+@dataclass
+class Hit:
+    rank: int
+    score: float
+    chunk_id: str
+    text: str
+    breadcrumb: str
+    source: str
+    doc_id: str
+    page_start: int
+    page_end: int
+    modality: str
+
+
+@dataclass
+class SearchResult:
+    hits: list[Hit]
+    timings_ms: dict[str, float] = field(default_factory=dict)  # embed, search, rerank
+
+
+def is_visual_question(question: str, keywords: list[str]) -> bool:
+    """True when any keyword occurs as a whole word (plurals too: "charts", "graphs"), case-insensitive."""
+    words = [re.escape(k.strip()) for k in keywords if k.strip()]
+    if not words:
+        return False
+    return re.search(r"\b(?:" + "|".join(words) + r")(?:s|es)?\b", question, re.IGNORECASE) is not None
+
+
+def passage_text(row: dict[str, Any]) -> str:
+    """What the cross-encoder reads: the heading chain gives a short chunk its topic."""
+    crumb = row.get("breadcrumb") or ""
+    return f"{crumb}\n{row.get('text') or ''}" if crumb else (row.get("text") or "")
+
+
+def boost_figures(rows: list[dict[str, Any]], boost: float) -> list[dict[str, Any]]:
+    """Figure chunks' scores multiplied by ``boost``, re-sorted (stable)."""
+    out = []
+    for r in rows:
+        r = dict(r)
+        if r.get("modality") == "figure":
+            # Scores are "higher is better" but can be negative (L2): dividing keeps the boost a promotion.
+            r["score"] = r["score"] * boost if r["score"] >= 0 else r["score"] / boost
+        out.append(r)
+    return sorted(out, key=lambda r: r["score"], reverse=True)
+
+
+class Retriever:
+    """Builds the store, embedder and reranker it was not handed, from ``cfg``, on first use."""
+
+    def __init__(
+        self,
+        cfg: Config,
+        store: ChunkStore | None = None,
+        embedder: Embedder | None = None,
+        reranker: Reranker | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self._store = store
+        self._embedder = embedder
+        self._reranker = reranker
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = Embedder(self.cfg.embed)
+        return self._embedder
+
+    @property
+    def store(self) -> ChunkStore:
+        if self._store is None:
+            self._store = ChunkStore(self.cfg.milvus, self.embedder.dim)
+        return self._store
+
+    def reranker(self) -> Reranker:
+        """The cross-encoder, loaded on first need; a clear error when none is configured."""
+        if self._reranker is None:
+            path = self.cfg.retrieval.reranker_model
+            if not path:
+                raise RerankerUnavailable(
+                    "reranking was requested but retrieval.reranker_model is not set; no cross-encoder is bundled "
+                    "for offline use: download one and set retrieval.reranker_model=/path/to/model, or turn "
+                    "rerank off"
+                )
+            self._reranker = CrossEncoderReranker(path, device=self.cfg.embed.device)
+        return self._reranker
+
+    def search(
+        self, question: str, k: int = 5, filters: QueryFilters | None = None, rerank: bool | None = None
+    ) -> SearchResult:
+        rc = self.cfg.retrieval
+        if not question or not question.strip():
+            raise ValueError("question must not be empty")
+        if k < 1:
+            raise ValueError(f"k must be >= 1 (got {k})")
+        timings = {"embed": 0.0, "search": 0.0, "rerank": 0.0}
+        visual = is_visual_question(question, rc.visual_keywords)
+        want_rerank = rc.rerank if rerank is None else rerank
+        # Fail before any work when a rerank cannot happen (visual questions skip the cross-encoder anyway).
+        scorer = self.reranker() if want_rerank and not visual else None
+
+        vector = None
+        if rc.mode in ("dense", "hybrid"):  # BM25 alone needs no vector (and no model load)
+            t = time.perf_counter()
+            vector = self.embedder.encode([question])[0]
+            timings["embed"] = (time.perf_counter() - t) * 1000
+
+        expr, params = build_filter(filters)
+        t = time.perf_counter()
+        rows = self.store.search(
+            vector, question, mode=rc.mode, limit=max(rc.candidates, k), filter_expr=expr,
+            filter_params=params, fusion=rc.fusion, rrf_k=rc.rrf_k, dense_weight=rc.dense_weight,
+        )
+        timings["search"] = (time.perf_counter() - t) * 1000
+
+        if visual:
+            rows = boost_figures(rows, rc.figure_boost)
+        elif scorer is not None and rows:
+            t = time.perf_counter()
+            scores = scorer.score(question, [passage_text(r) for r in rows])
+            if len(scores) != len(rows):
+                raise RuntimeError(f"reranker returned {len(scores)} scores for {len(rows)} passages")
+            rows = [dict(r, score=float(s)) for r, s in zip(rows, scores)]
+            rows.sort(key=lambda r: r["score"], reverse=True)
+            timings["rerank"] = (time.perf_counter() - t) * 1000
+
+        hits = [
+            Hit(
+                rank=i + 1, score=float(r["score"]), chunk_id=r["chunk_id"], text=r.get("text") or "",
+                breadcrumb=r.get("breadcrumb") or "", source=r.get("source") or "", doc_id=r.get("doc_id") or "",
+                page_start=int(r.get("page_start") or 0), page_end=int(r.get("page_end") or 0),
+                modality=r.get("modality") or "text",
+            )
+            for i, r in enumerate(rows[:k])
+        ]
+        return SearchResult(hits=hits, timings_ms=timings)
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
