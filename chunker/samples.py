@@ -29,6 +29,7 @@ class ManualFacts:
     file: str
     num_pages: int
     title: str
+    title_page_lines: tuple[str, ...]  # body text under the title on page 1
     running_header: str
     running_footer: str
     page_label: str  # str.format(n=..., m=...) gives the footer's page number
@@ -140,6 +141,10 @@ _TOC = (
 SAMPLE_FACTS = SampleFacts(
     manual=ManualFacts(
         file="field-service-manual.pdf", num_pages=8, title="Acme P-200 Field Service Manual",
+        title_page_lines=(
+            "Installation, maintenance and troubleshooting of the P-200 centrifugal pump series.",
+            "Revision 3, January 2024. Acme Pumps GmbH, Hamburg.",
+        ),
         running_header="Acme Pumps — Field Service Manual", running_footer="Confidential — Rev 3",
         page_label="Page {n} of {m}", toc_page=2, toc=_TOC,
         procedure_heading="2.1 Replacing the mechanical seal", steps=_STEPS, steps_pages=(3, 4),
@@ -189,8 +194,8 @@ def _manual(path: Path) -> None:
     pdf.add_page()
     pdf.set_y(90)
     pdf.heading(f.title, 1)
-    pdf.para("Installation, maintenance and troubleshooting of the P-200 centrifugal pump series.", size=12)
-    pdf.para("Revision 3, January 2024. Acme Pumps GmbH, Hamburg.", size=12)
+    for line in f.title_page_lines:
+        pdf.para(line, size=12)
 
     pdf.add_page()
     pdf.heading("Contents", 2)
