@@ -99,3 +99,33 @@ def test_gpu_configs_validate(size: str, tp: int):
     # The longest prompt (all pages at the render cap) plus the output budget fits the context.
     vision_tokens = (cfg.render.max_side_px // 28) ** 2
     assert cfg.intake.batch_pages * vision_tokens + model.max_output_tokens + 4096 <= model.max_model_len
+
+
+def test_weights_found_in_hf_cache_without_network(tmp_path):
+    from chunker.backends.weights import cached_snapshot
+
+    snap = tmp_path / "models--Org--Tiny" / "snapshots" / ("a" * 40)
+    snap.mkdir(parents=True)
+    (tmp_path / "models--Org--Tiny" / "refs").mkdir()
+    (tmp_path / "models--Org--Tiny" / "refs" / "main").write_text("a" * 40)
+    (snap / "config.json").write_text("{}")
+    assert cached_snapshot("Org/Tiny", cache_dir=str(tmp_path)) is None  # config alone is not a model
+    (snap / "model.safetensors").write_bytes(b"")
+    assert cached_snapshot("Org/Tiny", cache_dir=str(tmp_path)) == snap
+    assert cached_snapshot("Org/Other", cache_dir=str(tmp_path)) is None
+
+
+def test_model_dir_resolution_order(tmp_path):
+    from chunker.backends.base import BackendUnavailable
+    from chunker.backends.weights import resolve_model_dir
+    from chunker.config import ModelConfig
+
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model_dir(ModelConfig(path=str(tmp_path))) == str(tmp_path)
+    assert resolve_model_dir(ModelConfig(name=str(tmp_path))) == str(tmp_path)
+    assert resolve_model_dir(ModelConfig(name="Org/Never-Cached-xyz", allow_download=True)) == "Org/Never-Cached-xyz"
+    with pytest.raises(BackendUnavailable, match="huggingface-cli download Org/Never-Cached-xyz"):
+        resolve_model_dir(ModelConfig(name="Org/Never-Cached-xyz"))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BackendUnavailable, match="no config.json"):
+        resolve_model_dir(ModelConfig(path=str(tmp_path / "empty")))

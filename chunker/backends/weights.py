@@ -10,19 +10,18 @@ from chunker.config import ModelConfig
 
 def _has_weights(folder: Path) -> bool:
     # A cache snapshot can hold config.json alone (someone fetched only the config): that is not a usable model.
-    return (folder / "config.json").is_file() and any(
-        folder.glob(pattern) for pattern in ("*.safetensors", "*.bin", "*.safetensors.index.json")
-    )
+    patterns = ("*.safetensors", "*.bin", "*.safetensors.index.json")
+    return (folder / "config.json").is_file() and any(next(folder.glob(p), None) is not None for p in patterns)
 
 
-def cached_snapshot(repo_id: str) -> Path | None:
+def cached_snapshot(repo_id: str, cache_dir: str | None = None) -> Path | None:
     """The local Hugging Face cache snapshot of ``repo_id`` holding weights, or None. Never goes online."""
     try:
         from huggingface_hub import snapshot_download
     except ImportError:
         return None
     try:
-        folder = Path(snapshot_download(repo_id=repo_id, local_files_only=True))
+        folder = Path(snapshot_download(repo_id=repo_id, local_files_only=True, cache_dir=cache_dir))
     except Exception:  # not cached, malformed id, ...: all mean "not here"
         return None
     return folder if _has_weights(folder) else None
