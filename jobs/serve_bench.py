@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -191,9 +190,9 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     import ray
     from ray import serve
 
+    from jobs.common import init_ray
     from serving.app import build_app, config_from_args
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback benchmark: no token dance
     work = Path(tempfile.mkdtemp(prefix="serve_bench_"))
     milvus_port, http_port = free_port(), free_port()
     uri = f"http://127.0.0.1:{milvus_port}"
@@ -215,7 +214,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         load_s = load_collection(cfg, ns.chunks, dim)
         report["load_s"] = round(load_s, 1)
         report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
-        ray.init(num_cpus=cfg.ray.local_num_cpus or 4, include_dashboard=False, log_to_driver=False)
+        init_ray(cfg)
         serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         t0 = time.perf_counter()
         serve.run(build_app(app_args), name="bench", route_prefix="/")

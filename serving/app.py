@@ -1,0 +1,295 @@
+"""The Ray Serve query application: FastAPI ingress over one :class:`chunker.retrieval.Retriever` per replica.
+
+Run it with ``serve run serving.app:build_app config=configs/local.yaml`` (any ``dotted.key=value`` argument is a
+config override), ``serve run configs/serve.yaml`` / ``serve deploy configs/serve.yaml``, or
+``python -m serving.app --config configs/local.yaml`` (which also honours ``serve.host`` / ``serve.port``).
+
+Error contract: bad input is a 422 with a message and the offending fields; an unreachable store or a model that
+failed to load is a 503 with a message; anything else is a defect, logged with its traceback and answered with a
+generic 500 body that carries no traceback.
+"""
+
+# No `from __future__ import annotations`: serve.ingress rebinds the route methods, and FastAPI must see the
+# real QueryRequest class (not the string 'QueryRequest') to read it from the body.
+
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from ray import serve
+from ray.serve import Application
+
+from chunker.config import Config, ConfigError, load_config
+from chunker.filters import FilterError
+from serving.schemas import ErrorDetail, ErrorResponse, HealthResponse, HitOut, QueryRequest, QueryResponse, Timings
+
+# Serve forwards this logger to the replica's log file with request ids attached.
+logger = logging.getLogger("ray.serve")
+
+DEPLOYMENT_NAME = "QueryService"
+# A broken store is re-probed at most this often, so a storm of requests during an outage does not become a
+# storm of connection attempts.
+STORE_RETRY_S = 2.0
+_REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# serve.ingress needs the FastAPI object when the class is decorated, so it lives at module level; it holds
+# only routes and handlers, never request state.
+api = FastAPI(
+    title="vision-chunker query API",
+    version="1",
+    description="Dense / sparse / hybrid search over retrieval-ready chunks in Milvus.",
+)
+
+
+def _error(status: int, kind: str, message: str, details: list[ErrorDetail] | None = None) -> JSONResponse:
+    body = ErrorResponse(error=kind, message=message, details=details or [])
+    return JSONResponse(status_code=status, content=body.model_dump())
+
+
+@api.exception_handler(RequestValidationError)
+async def _invalid_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+    # FastAPI's default body echoes every input back (a 10k-char filter value included); ours names the field
+    # and the rule only.
+    details = []
+    for e in exc.errors():
+        loc = ".".join(str(p) for p in e.get("loc", ()))
+        msg = "unknown field" if e.get("type") == "extra_forbidden" else str(e.get("msg", "invalid"))
+        details.append(ErrorDetail(field=loc, message=msg[:300]))
+    summary = "; ".join(f"{d.field}: {d.message}" for d in details[:5]) or "invalid request"
+    return _error(422, "invalid_request", summary, details)
+
+
+@api.exception_handler(Exception)
+async def _defect(_: Request, exc: Exception) -> JSONResponse:
+    # Last resort only: the query route catches its own errors, so reaching this is a bug worth a traceback in the log.
+    logger.exception("unhandled error in query service: %s", exc)
+    return _error(500, "internal", "internal error; see the service log")
+
+
+def _store_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean 'Milvus is not reachable' rather than 'the code is wrong'."""
+    from chunker.store import StoreUnavailable
+
+    found: list[type[BaseException]] = [StoreUnavailable, ConnectionError, TimeoutError]
+    try:
+        from pymilvus.exceptions import MilvusUnavailableException
+
+        found.append(MilvusUnavailableException)
+    except ImportError:  # pragma: no cover - older pymilvus
+        pass
+    return tuple(found)
+
+
+@serve.deployment(name=DEPLOYMENT_NAME)
+@serve.ingress(api)
+class QueryService:
+    """One replica: the embedder is loaded once; the store connection is (re)opened lazily when it is down."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.cfg = Config.model_validate(config)
+        self._lock = threading.Lock()
+        self._store_error_types = _store_errors()
+        self._embedder: Any = None
+        self._model_error = ""
+        self._retriever: Any = None
+        self._store_error = "not connected yet"
+        self._last_attempt = 0.0
+        try:
+            from chunker.embed import Embedder
+
+            self._embedder = Embedder(self.cfg.embed)
+        except Exception as exc:  # noqa: BLE001 - reported by /readyz instead of crash-looping the replica
+            self._model_error = f"{type(exc).__name__}: {exc}"
+            logger.error("embedding model failed to load: %s", self._model_error)
+        self._connect(force=True)
+
+    def _connect(self, force: bool = False) -> Any:
+        """The retriever, building it if the store was down; None while the store (or the model) is unavailable."""
+        if self._retriever is not None or self._embedder is None:
+            return self._retriever
+        with self._lock:
+            if self._retriever is not None:
+                return self._retriever
+            now = time.monotonic()
+            if not force and now - self._last_attempt < STORE_RETRY_S:
+                return None
+            self._last_attempt = now
+            try:
+                from chunker.retrieval import Retriever
+                from chunker.store import ChunkStore
+
+                store = ChunkStore(self.cfg.milvus, self._embedder.dim)
+                self._retriever = Retriever(self.cfg, store=store, embedder=self._embedder)
+                self._store_error = ""
+            except self._store_error_types as exc:
+                self._store_error = f"{type(exc).__name__}: {exc}"
+                logger.warning("milvus store unavailable at %s: %s", self.cfg.milvus.uri, self._store_error)
+            except Exception as exc:  # noqa: BLE001 - e.g. a missing collection: say so at /readyz, keep the replica up
+                self._store_error = f"{type(exc).__name__}: {exc}"
+                logger.exception("could not open the chunk store at %s", self.cfg.milvus.uri)
+        return self._retriever
+
+    def _unavailable(self) -> JSONResponse:
+        if self._model_error:
+            return _error(503, "not_ready", f"embedding model not loaded: {self._model_error}")
+        return _error(503, "store_unavailable", f"vector store unreachable ({self.cfg.milvus.uri}): {self._store_error}")
+
+    @api.get("/healthz", response_model=HealthResponse)
+    def healthz(self) -> HealthResponse:
+        # Liveness only: the process answers. Dependencies are /readyz's business.
+        return HealthResponse(status="ok")
+
+    @api.get("/readyz", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+    def readyz(self) -> Any:
+        checks = {"model": f"error: {self._model_error}" if self._model_error else "ok"}
+        retriever = self._connect()
+        if retriever is None:
+            checks["store"] = f"error: {self._store_error or 'model not loaded'}"
+        else:
+            try:
+                # A metadata call, not count(): count() flushes, too heavy for a probe hit every few seconds.
+                store = retriever.store
+                checks["store"] = "ok" if store.client.has_collection(store.collection) else (
+                    f"error: collection {store.collection!r} is missing")
+            except self._store_error_types as exc:
+                checks["store"] = f"error: {type(exc).__name__}: {exc}"
+            except Exception as exc:  # noqa: BLE001 - a probe never 500s; the failure is the answer
+                logger.exception("readiness probe failed")
+                checks["store"] = f"error: {type(exc).__name__}"
+        ready = all(v == "ok" for v in checks.values())
+        body = HealthResponse(status="ok" if ready else "not_ready", checks=checks)
+        return JSONResponse(status_code=200 if ready else 503, content=body.model_dump())
+
+    @api.post(
+        "/v1/query",
+        response_model=QueryResponse,
+        responses={422: {"model": ErrorResponse}, 503: {"model": ErrorResponse}, 500: {"model": ErrorResponse}},
+    )
+    def query(self, req: QueryRequest) -> Any:
+        t0 = time.perf_counter()
+        question = req.query.strip()
+        limit = self.cfg.serve.max_query_chars
+        if not question:
+            return _error(422, "invalid_request", "query must not be empty", [ErrorDetail(field="body.query", message="empty")])
+        if len(req.query) > limit:
+            msg = f"query is {len(req.query)} characters; the limit is {limit} (serve.max_query_chars)"
+            return _error(422, "invalid_request", msg, [ErrorDetail(field="body.query", message=msg)])
+        retriever = self._connect()
+        if retriever is None:
+            return self._unavailable()
+        from chunker.retrieval import RerankerUnavailable
+
+        try:
+            result = retriever.search(question, k=req.k, filters=req.filters, rerank=req.rerank)
+        except RerankerUnavailable as exc:
+            # The caller asked for something this deployment cannot do; retrying will not help, so not a 503.
+            return _error(400, "rerank_unavailable", f"rerank is not available on this deployment: {exc}")
+        except FilterError as exc:
+            # The retriever's last word on filter values (QueryFilters has already checked their shape).
+            return _error(422, "invalid_request", str(exc), [ErrorDetail(field="body.filters", message=str(exc))])
+        except self._store_error_types as exc:
+            logger.warning("query failed, store unavailable: %s", exc)
+            self._store_error = f"{type(exc).__name__}: {exc}"
+            return self._unavailable()
+        except Exception:  # noqa: BLE001 - a defect: log the traceback, answer without it
+            logger.exception("query failed")
+            return _error(500, "internal", "internal error while searching; see the service log")
+        timings = {key: float(result.timings_ms.get(key, 0.0)) for key in ("embed", "search", "rerank")}
+        timings["total"] = (time.perf_counter() - t0) * 1000.0
+        hits = [
+            HitOut(
+                rank=h.rank, score=float(h.score), chunk_id=h.chunk_id, text=h.text, breadcrumb=h.breadcrumb,
+                source=h.source, doc_id=h.doc_id, page_start=h.page_start, page_end=h.page_end, modality=h.modality,
+            )
+            for h in result.hits
+        ]
+        rerank = self.cfg.retrieval.rerank if req.rerank is None else req.rerank
+        mode = str(getattr(result, "mode", "") or self.cfg.retrieval.mode)
+        return QueryResponse(query=question, k=req.k, mode=mode, rerank=rerank, hits=hits, timings_ms=Timings(**timings))
+
+
+def _resolve_config_path(raw: str) -> str:
+    # Relative paths are tried from the working directory first, then from the repository root, because
+    # `serve deploy` builds the app in a Ray task whose working directory is not the user's.
+    p = Path(raw)
+    if p.is_absolute() or p.exists():
+        return str(p)
+    alt = _REPO_ROOT / p
+    return str(alt) if alt.exists() else raw
+
+
+def _overrides(args: dict[str, Any]) -> list[str]:
+    """Overrides from `set` (a list, or ';'-separated string from the CLI) and from any `dotted.key=value` arg."""
+    raw_set = args.get("set") or []
+    items = [s for s in raw_set.split(";")] if isinstance(raw_set, str) else [str(s) for s in raw_set]
+    items = [s.strip() for s in items if s.strip()]
+    for key, value in args.items():
+        if "." in key:
+            items.append(f"{key}={value}")
+        elif key not in ("config", "set"):
+            raise ConfigError(f"unknown application argument {key!r}; known: config, set, or any dotted.key=value override")
+    return items
+
+
+def config_from_args(args: dict[str, Any]) -> Config:
+    """The validated config for the app, with a relative Milvus Lite path made absolute for the replicas."""
+    path = args.get("config")
+    cfg = load_config(_resolve_config_path(str(path)) if path else None, _overrides(args))
+    uri = cfg.milvus.uri
+    if "://" not in uri and not Path(uri).is_absolute():
+        # Replicas may not share the caller's working directory; the caller means its own.
+        cfg.milvus.uri = str(Path(uri).resolve())
+    s = cfg.serve
+    if s.autoscaling and s.min_replicas > s.max_replicas:
+        raise ConfigError(f"serve.min_replicas ({s.min_replicas}) must not exceed serve.max_replicas ({s.max_replicas})")
+    return cfg
+
+
+def deployment_options(cfg: Config) -> dict[str, Any]:
+    s = cfg.serve
+    opts: dict[str, Any] = {
+        "ray_actor_options": {"num_cpus": s.num_cpus},
+        "max_ongoing_requests": s.max_ongoing_requests,
+    }
+    if s.autoscaling:
+        opts["num_replicas"] = "auto"
+        opts["autoscaling_config"] = {
+            "min_replicas": s.min_replicas,
+            "max_replicas": s.max_replicas,
+            "target_ongoing_requests": s.target_ongoing_requests,
+        }
+    else:
+        opts["num_replicas"] = s.replicas
+    return opts
+
+
+def build_app(args: dict[str, Any]) -> Application:
+    """Serve application builder: ``{"config": path, "set": [...], "dotted.key": value}`` -> bound app."""
+    cfg = config_from_args(dict(args))
+    # The resolved config travels as data so replicas never re-read files from their own working directory.
+    return QueryService.options(**deployment_options(cfg)).bind(cfg.model_dump(mode="json"))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Start Ray (or join RAY_ADDRESS) and serve on serve.host:serve.port until interrupted."""
+    from jobs.common import base_parser, init_ray
+
+    ns = base_parser("Serve the query API until interrupted.").parse_args(argv)
+    args: dict[str, Any] = {"config": ns.config, "set": ns.overrides}
+    try:
+        cfg = config_from_args(args)
+    except ConfigError as exc:
+        raise SystemExit(f"error: {exc}") from None
+    init_ray(cfg)
+    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
+    logger.info("serving on http://%s:%d", cfg.serve.host, cfg.serve.port)
+    serve.run(build_app(args), name="query", route_prefix="/", blocking=True)
+
+
+if __name__ == "__main__":
+    main()

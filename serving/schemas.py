@@ -1,0 +1,68 @@
+"""Request and response bodies of the query endpoint.
+
+They are the public HTTP contract (they shape /openapi.json), so they are strict: unknown fields are rejected and
+types are not coerced ("5" is not a k, "yes" is not a bool). Filter validation, including rejection of values that
+could smuggle a Milvus expression, belongs to :class:`chunker.filters.QueryFilters`; this module only embeds it.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+from chunker.filters import QueryFilters
+
+
+class QueryRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    query: StrictStr = Field(..., description="The question; not empty, at most serve.max_query_chars characters.")
+    k: StrictInt = Field(5, ge=1, le=50, description="Hits to return.")
+    filters: QueryFilters | None = Field(None, description="Restrict the search by document, source, modality or pages.")
+    rerank: StrictBool | None = Field(None, description="Rerank with the cross-encoder; null: the configured default.")
+
+
+class HitOut(BaseModel):
+    rank: int = Field(..., description="1-based position in the answer.")
+    score: float = Field(..., description="Score after fusion, rerank and boosts (higher is better).")
+    chunk_id: str
+    text: str = Field(..., description="Chunk text, prefixed with its heading chain.")
+    breadcrumb: str = Field(..., description="Heading path of the chunk, e.g. 'Guide > Install > Linux'.")
+    source: str = Field(..., description="Document path relative to the ingested input root.")
+    doc_id: str
+    page_start: int = Field(..., description="First page of the chunk (1-based).")
+    page_end: int = Field(..., description="Last page of the chunk (1-based, inclusive).")
+    modality: Literal["text", "table", "figure"]
+
+
+class Timings(BaseModel):
+    embed: float = Field(0.0, description="Query embedding, ms.")
+    search: float = Field(0.0, description="Milvus search (all legs), ms.")
+    rerank: float = Field(0.0, description="Cross-encoder rerank and boosts, ms.")
+    total: float = Field(0.0, description="Whole request inside the replica, ms.")
+
+
+class QueryResponse(BaseModel):
+    query: str
+    k: int
+    mode: str = Field(..., description="Retrieval mode used: dense, sparse or hybrid.")
+    rerank: bool = Field(..., description="Whether the cross-encoder rerank was asked for.")
+    hits: list[HitOut]
+    timings_ms: Timings
+
+
+class ErrorDetail(BaseModel):
+    field: str = Field(..., description="Dotted location of the offending input ('body.k', 'body.filters.doc_id').")
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(..., description="Machine-readable kind: invalid_request, store_unavailable, not_ready, internal.")
+    message: str = Field(..., description="What went wrong, for a person.")
+    details: list[ErrorDetail] = Field(default_factory=list)
+
+
+class HealthResponse(BaseModel):
+    status: Literal["ok", "not_ready"]
+    checks: dict[str, str] = Field(default_factory=dict, description="Per-check outcome: 'ok' or the reason it failed.")

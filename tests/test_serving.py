@@ -1,0 +1,223 @@
+"""HTTP tests of the query endpoint against a real Ray Serve on 127.0.0.1.
+
+One Ray runtime and one Serve instance for the module (ray.init ~5 s, serve.run ~8 s). Two applications share it:
+``query`` over a Milvus Lite directory indexed here beforehand, and ``down`` pointed at a port where nothing
+listens, for the 503 paths. The Lite client of the indexing step is closed before the replica opens the directory,
+because Lite allows one process per data directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+HIT_FIELDS = {"rank", "score", "chunk_id", "text", "breadcrumb", "source", "doc_id", "page_start", "page_end", "modality"}
+
+CHUNKS: list[tuple[str, str, str, int, str]] = [
+    # chunk_id, breadcrumb, text, page, modality
+    ("c-pump", "Manual > Maintenance > Pump", "To reset the pump, hold the red button for five seconds until the light blinks.", 3, "text"),
+    ("c-warranty", "Manual > Warranty", "Warranty claims must be filed within 30 days of purchase with the original receipt.", 7, "text"),
+    ("c-specs", "Manual > Specifications", "Model X200 weighs 4.2 kg; model X300 weighs 5.1 kg; both run on 230 V.", 9, "table"),
+    ("c-diagram", "Manual > Overview", "Figure: exploded diagram of the pump housing showing the impeller and the seal.", 2, "figure"),
+    ("c-cleaning", "Manual > Maintenance > Cleaning", "Clean the filter monthly with warm water; never use solvents on the seal.", 4, "text"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_INDEX_SCRIPT = """
+import json, sys
+from chunker.config import load_config
+from chunker.embed import Embedder
+from chunker.store import ChunkStore
+from chunker.types import Chunk
+
+db, rows = sys.argv[1], json.loads(sys.argv[2])
+cfg = load_config(None, [f"milvus.uri={db}"])
+chunks = [
+    Chunk(chunk_id=cid, doc_id="docmanual01", element_ids=[f"docmanual01:{i}"], text=f"{crumb}\\n\\n{text}",
+          breadcrumb=crumb, page_start=page, page_end=page, modality=mod, planner="test", config_hash="test",
+          source="manuals/pump.pdf", source_uri="manuals/pump.pdf")
+    for i, (cid, crumb, text, page, mod) in enumerate(rows)
+]
+embedder = Embedder(cfg.embed)
+with ChunkStore(cfg.milvus, embedder.dim) as store:
+    store.upsert(chunks, embedder.encode([c.text for c in chunks]))
+    assert store.count() == len(chunks), store.count()
+"""
+
+
+def _index(db: str) -> None:
+    # In a child process: Milvus Lite keeps its data-dir lock until the process exits (client.close() does not
+    # release it, measured), and the replica must be the only process that opens the directory.
+    proc = subprocess.run([sys.executable, "-c", _INDEX_SCRIPT, db, json.dumps(CHUNKS)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    ray = pytest.importorskip("ray")
+    from ray import serve
+
+    from serving.app import build_app
+
+    db = str(tmp_path_factory.mktemp("serving") / "milvus.db")
+    _index(db)
+    dead = _free_port()  # bound then released: nothing listens there
+    port = _free_port()
+    old_auth = os.environ.get("RAY_AUTH_MODE")
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    # 4 logical CPUs on 2 cores: two replicas at 0.5 plus Serve's own actors fit without starving each other.
+    ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
+    try:
+        serve.start(http_options={"host": "127.0.0.1", "port": port})
+        serve.run(build_app({"set": [f"milvus.uri={db}", "serve.max_query_chars=200"]}), name="query", route_prefix="/")
+        serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{dead}"}), name="down", route_prefix="/down")
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        try:
+            serve.shutdown()
+        finally:
+            ray.shutdown()
+            if old_auth is None:
+                os.environ.pop("RAY_AUTH_MODE", None)
+            else:
+                os.environ["RAY_AUTH_MODE"] = old_auth
+
+
+@pytest.fixture(scope="module")
+def http(base_url: str) -> Iterator[Any]:
+    import httpx
+
+    with httpx.Client(base_url=base_url, timeout=60.0) as client:
+        yield client
+
+
+def test_good_query_returns_hits_with_all_fields(http: Any) -> None:
+    r = http.post("/v1/query", json={"query": "how do I reset the pump?", "k": 3})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["mode"] in {"dense", "sparse", "hybrid"}
+    assert set(body["timings_ms"]) == {"embed", "search", "rerank", "total"}
+    assert body["timings_ms"]["total"] > 0
+    hits = body["hits"]
+    assert 1 <= len(hits) <= 3
+    assert all(set(h) == HIT_FIELDS for h in hits)
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    top = hits[0]
+    assert top["chunk_id"] == "c-pump"
+    assert top["breadcrumb"] == "Manual > Maintenance > Pump"
+    assert (top["source"], top["doc_id"], top["page_start"], top["page_end"]) == ("manuals/pump.pdf", "docmanual01", 3, 3)
+    assert "red button" in top["text"]
+
+
+def test_filters_restrict_hits(http: Any) -> None:
+    r = http.post("/v1/query", json={"query": "weight of the models", "k": 5, "filters": {"modality": "table"}})
+    assert r.status_code == 200, r.text
+    hits = r.json()["hits"]
+    assert [h["chunk_id"] for h in hits] == ["c-specs"]
+    r = http.post("/v1/query", json={"query": "pump", "k": 5, "filters": {"page_min": 4, "page_max": 7}})
+    assert r.status_code == 200, r.text
+    assert {h["chunk_id"] for h in r.json()["hits"]} <= {"c-cleaning", "c-warranty"}
+
+
+@pytest.mark.parametrize("value", ['manuals" or doc_id != "', "x' or 1==1 or '", "manuals/%", "a_b"])
+def test_source_prefix_with_expression_syntax_is_a_literal(http: Any, value: str) -> None:
+    # Quotes, `or 1==1` and LIKE wildcards are escaped into the literal: nothing matches, nothing is injected.
+    r = http.post("/v1/query", json={"query": "pump", "filters": {"source_prefix": value}})
+    assert r.status_code == 200, r.text
+    assert r.json()["hits"] == []
+
+
+BAD_REQUESTS: list[tuple[str, Any]] = [
+    ("empty query", {"query": ""}),
+    ("whitespace query", {"query": "   \n\t "}),
+    ("query over max_query_chars", {"query": "pump " * 100}),
+    ("missing query", {"k": 5}),
+    ("query not a string", {"query": 42}),
+    ("k zero", {"query": "pump", "k": 0}),
+    ("k over 50", {"query": "pump", "k": 51}),
+    ("k a string", {"query": "pump", "k": "x"}),
+    ("k a numeric string", {"query": "pump", "k": "5"}),
+    ("k a float", {"query": "pump", "k": 2.5}),
+    ("rerank not a bool", {"query": "pump", "rerank": "yes"}),
+    ("unknown top-level field", {"query": "pump", "topk": 3}),
+    ("unknown filter field", {"query": "pump", "filters": {"chunk_id": "c-pump"}}),
+    ("filters not an object", {"query": "pump", "filters": "doc_id == 'x'"}),
+    ("bad modality", {"query": "pump", "filters": {"modality": "video"}}),
+    ("doc_id with quotes", {"query": "pump", "filters": {"doc_id": 'x" or "1"=="1'}}),
+    ("doc_id or 1==1", {"query": "pump", "filters": {"doc_id": "x or 1==1"}}),
+    ("doc_id backslash", {"query": "pump", "filters": {"doc_id": "x\\\" or true"}}),
+    ("source_prefix backslash", {"query": "pump", "filters": {"source_prefix": "manuals\\\" || 1==1"}}),
+    ("source_prefix 10k chars", {"query": "pump", "filters": {"source_prefix": "a" * 10_000}}),
+    ("doc_id 10k chars", {"query": "pump", "filters": {"doc_id": "a" * 10_000}}),
+    ("page_min zero", {"query": "pump", "filters": {"page_min": 0}}),
+    ("page range inverted", {"query": "pump", "filters": {"page_min": 9, "page_max": 2}}),
+    ("page a string", {"query": "pump", "filters": {"page_max": "1 or 1==1"}}),
+    ("body a list", ["pump"]),
+]
+
+
+@pytest.mark.parametrize("body", [b for _, b in BAD_REQUESTS], ids=[n for n, _ in BAD_REQUESTS])
+def test_bad_requests_are_4xx_with_a_message(http: Any, body: Any) -> None:
+    r = http.post("/v1/query", json=body)
+    assert 400 <= r.status_code < 500, (r.status_code, r.text)
+    err = r.json()
+    assert err["error"] == "invalid_request"
+    assert err["message"].strip()
+    assert "Traceback" not in r.text
+    assert len(r.text) < 5_000  # the offending 10k-char value is not echoed back
+
+
+def test_malformed_json_is_422(http: Any) -> None:
+    r = http.post("/v1/query", content=b'{"query": "pump",', headers={"content-type": "application/json"})
+    assert r.status_code == 422
+    assert r.json()["message"]
+
+
+def test_health_ready_and_openapi(http: Any) -> None:
+    assert http.get("/healthz").json() == {"status": "ok", "checks": {}}
+    ready = http.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json()["checks"] == {"model": "ok", "store": "ok"}
+    spec = http.get("/openapi.json").json()
+    assert "/v1/query" in spec["paths"]
+    assert {"/healthz", "/readyz"} <= set(spec["paths"])
+    assert http.get("/docs").status_code == 200
+
+
+def test_unreachable_store_is_503_with_a_message(http: Any) -> None:
+    assert http.get("/down/healthz").status_code == 200  # the process is up...
+    ready = http.get("/down/readyz")
+    assert ready.status_code == 503  # ...but not ready
+    assert ready.json()["checks"]["store"].startswith("error:")
+    r = http.post("/down/v1/query", json={"query": "how do I reset the pump?"})
+    assert r.status_code == 503, r.text
+    err = r.json()
+    assert err["error"] == "store_unavailable"
+    assert "127.0.0.1" in err["message"]
+    assert "Traceback" not in r.text
+    # Bad input is still bad input while the store is down.
+    assert http.post("/down/v1/query", json={"query": ""}).status_code == 422
+
+
+def test_rerank_without_a_model_is_a_clear_400(http: Any) -> None:
+    r = http.post("/v1/query", json={"query": "how do I reset the pump?", "rerank": True})
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == "rerank_unavailable"
+    assert "reranker_model" in r.json()["message"]
