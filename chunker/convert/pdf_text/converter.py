@@ -139,7 +139,10 @@ class PdfTextConverter:
         try:
             text = read_page(pdf_page, n)
             boxes = page_images(pdf_page, text.height)
-            scanned = text.n_chars < self.opts.ocr_min_chars
+            area = text.width * text.height or 1.0
+            # OCR costs seconds: only pages that carry a sizeable picture can hold scanned text.
+            pictured = any((b[2] - b[0]) * (b[3] - b[1]) >= 0.05 * area for b in boxes)
+            scanned = text.n_chars < self.opts.ocr_min_chars and pictured
             if scanned and self.opts.ocr:
                 try:
                     text = self._ocr.read(pdf_page, n)
