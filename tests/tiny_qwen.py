@@ -10,9 +10,9 @@ Layout written by :func:`build_tiny_qwen` (what :func:`chunker.backends.transfor
 ``preprocessor_config.json`` (image processor). There is no ``processor_config.json``: ``save_pretrained`` of
 the processor fails without a video processor, so the parts are saved one by one.
 
-Use: ``path = build_tiny_qwen(tmp_path / "tiny-qwen")``, then point the config at it with
-``converter.backend=transformers``, ``converter.model.path=<path>``, ``converter.model.dtype=float32``,
-``converter.model.device=cpu``, ``converter.model.max_output_tokens=16`` (or more; the text is noise).
+Use: ``path = build_tiny_qwen(tmp_path / "tiny-qwen")``, then ``load_config(..., overrides=tiny_qwen_overrides(path))``
+(transformers backend, this path, float32 on CPU, a small output cap, 448 px renders). The text it writes is noise,
+so a chain on it exercises retries and fallbacks, not parsing of good Markdown.
 """
 
 from __future__ import annotations
@@ -143,6 +143,22 @@ def build_tiny_qwen(path: str | Path, seed: int = 0) -> Path:
     tokenizer.save_pretrained(out)
     Qwen2VLImageProcessorPil(min_pixels=TINY_MIN_PIXELS, max_pixels=TINY_MAX_PIXELS).save_pretrained(out)
     return out
+
+
+def tiny_qwen_overrides(path: str | Path, max_tokens: int = 32) -> list[str]:
+    """``--set`` overrides that run the transformers backend on the tiny model at test speed.
+
+    Small renders matter: the vision tower's full-attention layer is quadratic in a page's patches, so a
+    1568 px page costs seconds even in this tiny model; 448 px keeps a page at a few hundred patches.
+    """
+    return [
+        "converter.backend=transformers",
+        f"converter.model.path={path}",
+        "converter.model.dtype=float32",
+        "converter.model.device=cpu",
+        f"converter.model.max_output_tokens={max_tokens}",
+        "render.max_side_px=448",
+    ]
 
 
 if __name__ == "__main__":  # python tests/tiny_qwen.py DIR: build one by hand for a manual run
