@@ -132,7 +132,9 @@ def _band_rows(segs: list[_Seg], seps: list[float], ncols: int, merge_all: bool)
         for s in sorted(vis, key=lambda s: s.x0):
             c = _col(s.x0, s.x1, seps)
             cells[c] = f"{cells[c]} {s.text}".strip()
-        if rows and (merge_all or not cells[0]):
+        # A line with text in the first column only wraps that column's cell of the row above.
+        wraps = bool(cells[0]) and not any(cells[1:])
+        if rows and (merge_all or not cells[0] or wraps):
             rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
         else:
             rows.append(cells)
@@ -143,7 +145,7 @@ def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
     """A long running line inside the stack: the rules frame prose, not a table."""
     for i in idx:
         ln = page.lines[i]
-        if len(ln.text.split()) >= 12 and ln.x1 - ln.x0 > 0.7 * width and len(ln.segments(_SEG_GAP_EM * ln.size)) == 1:
+        if len(ln.text.split()) >= 8 and ln.x1 - ln.x0 > 0.5 * width and len(ln.segments(_SEG_GAP_EM * ln.size)) == 1:
             return True
     return False
 
