@@ -30,7 +30,7 @@ class InputFile:
 
 
 def _manifest_entries(path: Path) -> Iterator[InputFile]:
-    """A manifest is a text file with one path per line, or JSONL with a ``path`` (or ``uri``) key."""
+    """A manifest is a text file with one path per line, or JSONL with a ``path`` (or ``uri``, ``file``) key."""
     base = path.parent
     with path.open(encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
@@ -42,9 +42,9 @@ def _manifest_entries(path: Path) -> Iterator[InputFile]:
                     entry = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise InputError(f"manifest {path} line {lineno}: not valid JSON ({exc.msg})") from None
-                raw = entry.get("path") or entry.get("uri")
+                raw = entry.get("path") or entry.get("uri") or entry.get("file")
                 if not raw:
-                    raise InputError(f"manifest {path} line {lineno}: no 'path' or 'uri' key")
+                    raise InputError(f"manifest {path} line {lineno}: no 'path', 'uri' or 'file' key")
             else:
                 raw = line
             p = Path(raw)

@@ -59,14 +59,21 @@ class SegmentResult:
 
 
 def segment_status(job: SegmentJob, batches: list[ConvertedBatch], max_fallback_share: float) -> tuple[Status, str]:
-    """ok, or partial with the reasons (fallback pages over the allowed share, batches with errors)."""
+    """ok, or partial with the reasons.
+
+    Fallback pages are judged by their share (see :func:`chunker.convert.vlm.document_status`); a batch that was
+    retried and then answered well stays ok; an error on a batch that was neither retried nor replaced (a page the
+    text layer could not read) makes the segment partial.
+    """
+    from chunker.convert.vlm import document_status
+
     owned = [b for b in batches if not b.context_only]
-    reasons = [b.error for b in owned if b.error]
-    fallback = sum(len(b.fallback_pages) for b in owned)
-    pages = job.page_end - job.page_start + 1
-    if fallback and fallback / pages > max_fallback_share:
-        reasons.insert(0, f"{fallback} of {pages} pages fell back to the text layer")
-    return ("partial", "; ".join(reasons)[:2000]) if reasons else ("ok", "")
+    status, reason = document_status(owned, max_fallback_share)
+    lost = [b.error for b in owned if b.error and not b.fallback and b.attempts <= 1]
+    reasons = ([reason] if status == "partial" else []) + lost
+    if reasons:
+        return "partial", "; ".join(reasons)[:2000]
+    return "ok", reason
 
 
 def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], cfg: Config, cfg_hash: str) -> SegmentResult:

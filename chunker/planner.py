@@ -213,9 +213,10 @@ def build_chunks(elements: list[Element], plans: list[Plan], cfg: PlannerConfig,
         # The breadcrumb is the deepest heading path inside the chunk's content.
         crumb = breadcrumb(content[0].heading_path if content[0].kind != "heading"
                            else content[0].heading_path, cfg.breadcrumb_levels)
-        body = "\n".join(e.text for e in content if e.kind != "heading")
-        if not body:  # a chunk of headings only (a document with no body text)
-            body = "\n".join(e.text for e in els)
+        # Headings live in the breadcrumb; one that is not in it (a sibling heading with no body of its own, or a
+        # level the breadcrumb leaves out) keeps its text in the body, so no verbatim text is ever lost.
+        shown = set(crumb.split(" > ")) if crumb else set()
+        body = "\n".join(e.text for e in els if e.kind != "heading" or e.text.strip() not in shown)
         text = f"{crumb}\n\n{body}" if crumb else body
         pages = [e.page_start for e in els if e.page_start] + [e.page_end for e in els if e.page_end]
         chunks.append(Chunk(
