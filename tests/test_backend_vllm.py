@@ -129,6 +129,9 @@ def test_engine_args_from_config():
     assert args["limit_mm_per_prompt"] == {"image": 4, "video": 0}
     assert args["mm_processor_kwargs"] == {"max_pixels": 1568 * 1568}
     assert args["dtype"] == "bfloat16"
+    assert args["distributed_executor_backend"] == "mp"
+    single = build_engine_args(ModelConfig(), "/m", max_images=2, max_pixels=1)
+    assert "distributed_executor_backend" not in single
 
 
 def test_result_mapping():

@@ -156,7 +156,7 @@ def is_engine_dead(exc: BaseException) -> bool:
 
 def build_engine_args(cfg: ModelConfig, model_dir: str, *, max_images: int, max_pixels: int) -> dict[str, Any]:
     """``AsyncEngineArgs`` keyword arguments from the model config (pure data, so a test can read them)."""
-    return {
+    args: dict[str, Any] = {
         "model": model_dir,
         "served_model_name": [cfg.name],
         "dtype": cfg.dtype,
@@ -170,6 +170,11 @@ def build_engine_args(cfg: ModelConfig, model_dir: str, *, max_images: int, max_
         "trust_remote_code": False,
         "disable_log_stats": True,
     }
+    if cfg.tensor_parallel_size > 1:
+        # The Ray actor already holds all tensor_parallel_size GPUs (ray.convert_num_gpus): the shards must run
+        # as local processes on them. vLLM's "ray" executor would ask Ray for GPUs the actor already holds.
+        args["distributed_executor_backend"] = "mp"
+    return args
 
 
 def hf_chat_template(model_dir: str, local_only: bool) -> ChatTemplateFn:
