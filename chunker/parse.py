@@ -198,12 +198,14 @@ class _Scanner:
                     continue
                 break
             if not line.strip():
-                # A blank line ends the list unless the next non-blank line is another item.
-                j = i + 1
-                while j < len(lines) and not lines[j].strip():
+                # A blank line ends the list unless the next content line (past page markers) is another item.
+                j, page = i + 1, self.page
+                while j < len(lines) and (not lines[j].strip() or _PAGE.match(lines[j])):
+                    m = _PAGE.match(lines[j])
+                    page = int(m.group(1)) if m else page
                     j += 1
                 if j < len(lines) and _LIST_ITEM.match(lines[j]):
-                    i = j
+                    self.page, i = page, j
                     continue
                 break
             m = _LIST_ITEM.match(line)

@@ -78,3 +78,10 @@ def test_overlap_batches_are_dropped():
 def test_row_sentence_skips_empty_cells_and_names_unnamed_columns():
     assert table_row_sentence(["A", ""], ["1", "2"]) == "A: 1; Column 2: 2."
     assert table_row_sentence(["A"], [""]) == ""
+
+
+def test_list_continues_past_blank_line_and_page_marker():
+    md = "1. one\n2. two\n\n<!-- page 2 -->\n\n3. three\n\nAfter."
+    els = parse_markdown("d", [(md, 1)])
+    assert [e.kind for e in els] == ["list", "paragraph"]
+    assert els[0].page_end == 2 and "3. three" in els[0].text and els[1].page_start == 2
