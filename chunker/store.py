@@ -29,14 +29,14 @@ ROW_FIELDS = [
     "page_start", "page_end", "modality", "planner", "config_hash", "element_ids",
 ]
 SearchMode = Literal["dense", "sparse", "hybrid"]
+_VARCHAR_SIZES = {"doc_id": 128, "source": 2048, "source_uri": 4096, "breadcrumb": 4096, "text": MAX_VARCHAR}
 
 # A short explicit stop list rather than Milvus' "_english_" alias: Milvus Lite reads stop words literally,
 # so only an explicit list behaves the same on Lite and on a server.
-_ENGLISH_STOP_WORDS = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not",
-    "of", "on", "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
-    "will", "with", "what", "which", "how", "does", "do", "who", "when", "where", "why",
-]
+_ENGLISH_STOP_WORDS = (
+    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
+    "this to was will with what which how does do who when where why"
+).split()
 
 
 class StoreError(RuntimeError):
@@ -90,40 +90,33 @@ def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
 def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
     """The Milvus row of one chunk (the sparse vector is filled by the BM25 function)."""
     return {
-        "chunk_id": chunk.chunk_id,
-        "doc_id": chunk.doc_id,
-        "source": _clip_utf8(chunk.source, 2048),
-        "source_uri": _clip_utf8(chunk.source_uri, 4096),
-        "breadcrumb": _clip_utf8(chunk.breadcrumb, 4096),
+        "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id,
+        "source": _clip_utf8(chunk.source, _VARCHAR_SIZES["source"]),
+        "source_uri": _clip_utf8(chunk.source_uri, _VARCHAR_SIZES["source_uri"]),
+        "breadcrumb": _clip_utf8(chunk.breadcrumb, _VARCHAR_SIZES["breadcrumb"]),
         "text": _clip_utf8(chunk.text),
         "search_text": _clip_utf8(f"{chunk.breadcrumb}\n{chunk.text}" if chunk.breadcrumb else chunk.text),
-        "dense": [float(x) for x in vector],
-        "page_start": int(chunk.page_start),
-        "page_end": int(chunk.page_end),
-        "modality": chunk.modality,
-        "planner": chunk.planner,
-        "config_hash": chunk.config_hash,
+        "dense": np.asarray(vector, dtype=np.float32).tolist(),
+        "page_start": int(chunk.page_start), "page_end": int(chunk.page_end),
+        "modality": chunk.modality, "planner": chunk.planner, "config_hash": chunk.config_hash,
         "element_ids": list(chunk.element_ids),
     }
 
 
 def _lite_dir_locked(path: Path) -> bool:
-    """True when another process holds Milvus Lite's LOCK file in ``path``."""
-    lock = path / "LOCK"
-    if not lock.exists():
-        return False
+    """True when another process holds Milvus Lite's LOCK file in ``path`` (False where it cannot tell)."""
     try:
         import fcntl
-    except ImportError:  # pragma: no cover - Windows: cannot tell, report the generic error
+
+        fd = os.open(path / "LOCK", os.O_RDWR)
+    except (ImportError, OSError):
         return False
-    fd = os.open(lock, os.O_RDWR)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
         fcntl.flock(fd, fcntl.LOCK_UN)
         return False
+    except OSError:
+        return True
     finally:
         os.close(fd)
 
@@ -208,11 +201,8 @@ class ChunkStore:
         c = self.client
         schema = c.create_schema(auto_id=False, enable_dynamic_field=False, description="chunker chunks")
         schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=256)
-        schema.add_field("doc_id", DataType.VARCHAR, max_length=128)
-        schema.add_field("source", DataType.VARCHAR, max_length=2048)
-        schema.add_field("source_uri", DataType.VARCHAR, max_length=4096)
-        schema.add_field("breadcrumb", DataType.VARCHAR, max_length=4096)
-        schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
+        for name, size in _VARCHAR_SIZES.items():
+            schema.add_field(name, DataType.VARCHAR, max_length=size)
         schema.add_field(
             "search_text", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True,
             analyzer_params=analyzer_params(self.cfg.analyzer, self.lite),
@@ -221,9 +211,8 @@ class ChunkStore:
         schema.add_field("dense", DataType.FLOAT_VECTOR, dim=self.dim)
         schema.add_field("page_start", DataType.INT64)
         schema.add_field("page_end", DataType.INT64)
-        schema.add_field("modality", DataType.VARCHAR, max_length=16)
-        schema.add_field("planner", DataType.VARCHAR, max_length=64)
-        schema.add_field("config_hash", DataType.VARCHAR, max_length=64)
+        for name in ("modality", "planner", "config_hash"):
+            schema.add_field(name, DataType.VARCHAR, max_length=64)
         schema.add_field("element_ids", DataType.JSON)
         schema.add_function(Function(
             name="search_text_bm25", function_type=FunctionType.BM25,
