@@ -16,6 +16,7 @@ _FACTORIES: dict[str, str] = {
     "openai": "chunker.backends.openai_backend:OpenAIBackend",
     "transformers": "chunker.backends.transformers_backend:TransformersBackend",
     "scripted": "chunker.backends.scripted:ScriptedBackend",
+    "simulated": "chunker.backends.simulated:SimulatedBackend",
 }
 
 # Conversion routes that need no model: the converter handles them itself, so asking here is a wiring mistake.
