@@ -26,8 +26,15 @@ class ConfigError(ValueError):
 
 class IntakeConfig(_Section):
     patterns: list[str] = Field(
-        default_factory=lambda: ["*.pdf", "*.PDF"],
-        description="Glob patterns matched (recursively) when the input is a directory.",
+        default_factory=lambda: ["*.pdf", "*.png", "*.jpg", "*.jpeg", "*.tif", "*.tiff", "*.docx", "*.pptx", "*.xlsx"],
+        description="Glob patterns matched (recursively, case-insensitively) when the input is a directory or prefix; "
+        "images and DOCX/PPTX/XLSX are normalised to PDF first.",
+    )
+    normalize_timeout_s: float = Field(
+        180.0, gt=0, description="Longest one LibreOffice conversion to PDF may take before the file fails."
+    )
+    listing_block: int = Field(
+        5000, ge=1, description="Input paths the driver writes per listing part (it never holds more at once)."
     )
     batch_pages: int = Field(4, ge=1, le=64, description="Pages per conversion batch (b); a document has ceil(n/b) batches.")
     segment_pages: int = Field(
@@ -132,6 +139,19 @@ class MilvusConfig(_Section):
         "english", description="Analyzer of the BM25 text field."
     )
     upsert_batch: int = Field(500, ge=1, description="Rows per upsert call.")
+    bulk_threshold: int = Field(
+        50_000, ge=1, description="Pending rows at which a server load switches from upserts to BulkWriter files + "
+        "bulk_import (Milvus Lite always upserts); also the rows per import job."
+    )
+    bulk_uri: str | None = Field(
+        None, description="Where BulkWriter Parquet files go: s3://bucket/prefix in the bucket the Milvus server reads "
+        "(RemoteBulkWriter), or a local folder (LocalBulkWriter); none: <output>/bulk."
+    )
+    bulk_poll_s: float = Field(5.0, gt=0, description="Seconds between get_import_progress polls.")
+    bulk_timeout_s: float = Field(7200.0, gt=0, description="Longest one bulk import job may take.")
+    commit_interval_s: float = Field(
+        60.0, gt=0, description="Pending chunks are written at least this often, so the done ledger keeps up."
+    )
 
 
 class RetrievalConfig(_Section):
@@ -158,6 +178,15 @@ class RayConfig(_Section):
     convert_concurrency: int = Field(8, ge=1, description="Document chains in flight per conversion actor.")
     embed_actors: int = Field(1, ge=1, description="Embedding actors.")
     embed_num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor.")
+    document_timeout_s: float | None = Field(
+        1800.0, gt=0, description="Longest one document segment may convert; past it that document fails, not the job."
+    )
+    actor_max_restarts: int = Field(-1, ge=-1, description="Restarts of a dead stage actor (-1: always).")
+    actor_max_task_retries: int = Field(
+        3, ge=-1, description="Retries of a batch whose actor died (-1: forever; a file that kills its worker every "
+        "time would then loop)."
+    )
+    status_interval_s: float = Field(30.0, gt=0, description="Seconds between the driver's progress lines.")
 
 
 class OutputConfig(_Section):
