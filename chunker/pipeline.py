@@ -30,9 +30,9 @@ def make_converter(cfg: Config, cfg_hash: str | None = None, backend: object | N
     from chunker.convert.vlm import VlmConverter
 
     if backend is None:
-        from chunker.backends.registry import make_backend
+        from chunker.backends.registry import backend_for
 
-        backend = make_backend(cfg.converter)
+        backend = backend_for(cfg)
     return VlmConverter(cfg.converter, backend, fallback=text, config_hash=h)
 
 

@@ -34,7 +34,9 @@ Latency = Union[float, Callable[[GenerationRequest, int], float], None]
 def default_script(request: GenerationRequest, index: int) -> str:
     """What ``converter.backend=scripted`` answers when no script is given: a small valid Markdown page."""
     pages = max(1, len(request.images))
-    return f"# Scripted batch {index}\n\nScripted text standing in for {pages} page(s)."
+    # The chain expects the context trailer on every answer; without it every batch would fall back.
+    trailer = '<context>{"summary": "scripted pages", "heading_path": ["Scripted batch %d"]}</context>' % index
+    return f"# Scripted batch {index}\n\nScripted text standing in for {pages} page(s).\n\n{trailer}"
 
 
 class ScriptedBackend:
