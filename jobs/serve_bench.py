@@ -217,7 +217,8 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         init_ray(cfg)
         serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         t0 = time.perf_counter()
-        serve.run(build_app(app_args), name="bench", route_prefix="/")
+        # Access logs off: one line per request would cost the CPU being measured and flood the terminal.
+        serve.run(build_app(app_args), name="bench", route_prefix="/", logging_config={"enable_access_log": False})
         report["serve_start_s"] = round(time.perf_counter() - t0, 1)
         base = f"http://127.0.0.1:{http_port}"
         asyncio.run(drive(base, 1, 2.0))  # warm-up: first searches load the collection and JIT paths

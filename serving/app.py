@@ -73,16 +73,23 @@ async def _defect(_: Request, exc: Exception) -> JSONResponse:
 
 def _store_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean 'Milvus is not reachable' rather than 'the code is wrong'."""
+    from pymilvus.exceptions import ConnectError, ConnectionNotExistException, MilvusUnavailableException
+
     from chunker.store import StoreUnavailable
 
-    found: list[type[BaseException]] = [StoreUnavailable, ConnectionError, TimeoutError]
-    try:
-        from pymilvus.exceptions import MilvusUnavailableException
+    return (StoreUnavailable, ConnectionError, TimeoutError, ConnectError, ConnectionNotExistException,
+            MilvusUnavailableException)
 
-        found.append(MilvusUnavailableException)
-    except ImportError:  # pragma: no cover - older pymilvus
-        pass
-    return tuple(found)
+
+def is_store_outage(exc: BaseException, types: tuple[type[BaseException], ...]) -> bool:
+    """True for errors of an unreachable store: those types, or pymilvus' CONNECT_FAILED (a server that died
+    after we connected surfaces as a plain MilvusException with that code, measured with pymilvus 3.0)."""
+    if isinstance(exc, types):
+        return True
+    from pymilvus.client.types import Status
+    from pymilvus.exceptions import MilvusException
+
+    return isinstance(exc, MilvusException) and getattr(exc, "code", None) == Status.CONNECT_FAILED
 
 
 @serve.deployment(name=DEPLOYMENT_NAME)
@@ -156,11 +163,10 @@ class QueryService:
                 store = retriever.store
                 checks["store"] = "ok" if store.client.has_collection(store.collection) else (
                     f"error: collection {store.collection!r} is missing")
-            except self._store_error_types as exc:
-                checks["store"] = f"error: {type(exc).__name__}: {exc}"
             except Exception as exc:  # noqa: BLE001 - a probe never 500s; the failure is the answer
-                logger.exception("readiness probe failed")
-                checks["store"] = f"error: {type(exc).__name__}"
+                if not is_store_outage(exc, self._store_error_types):
+                    logger.exception("readiness probe failed")
+                checks["store"] = f"error: {type(exc).__name__}: {exc}"
         ready = all(v == "ok" for v in checks.values())
         body = HealthResponse(status="ok" if ready else "not_ready", checks=checks)
         return JSONResponse(status_code=200 if ready else 503, content=body.model_dump())
@@ -192,11 +198,11 @@ class QueryService:
         except FilterError as exc:
             # The retriever's last word on filter values (QueryFilters has already checked their shape).
             return _error(422, "invalid_request", str(exc), [ErrorDetail(field="body.filters", message=str(exc))])
-        except self._store_error_types as exc:
-            logger.warning("query failed, store unavailable: %s", exc)
-            self._store_error = f"{type(exc).__name__}: {exc}"
-            return self._unavailable()
-        except Exception:  # noqa: BLE001 - a defect: log the traceback, answer without it
+        except Exception as exc:  # noqa: BLE001 - outage -> 503; anything else is a defect: logged, no traceback out
+            if is_store_outage(exc, self._store_error_types):
+                logger.warning("query failed, store unavailable: %s", exc)
+                self._store_error = f"{type(exc).__name__}: {exc}"
+                return self._unavailable()
             logger.exception("query failed")
             return _error(500, "internal", "internal error while searching; see the service log")
         timings = {key: float(result.timings_ms.get(key, 0.0)) for key in ("embed", "search", "rerank")}

@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +37,11 @@ def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 _INDEX_SCRIPT = """
@@ -221,3 +227,34 @@ def test_rerank_without_a_model_is_a_clear_400(http: Any) -> None:
     assert r.status_code == 400, r.text
     assert r.json()["error"] == "rerank_unavailable"
     assert "reranker_model" in r.json()["message"]
+
+
+def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_url: str, tmp_path: Any) -> None:
+    # The serving topology we recommend: replicas talk to a `milvus-lite server`; here it dies under them.
+    from ray import serve
+
+    from serving.app import build_app
+
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "milvus-lite")
+    server = subprocess.Popen([exe, "server", "--data-dir", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert time.monotonic() < deadline, "milvus-lite server did not start"
+            time.sleep(0.2)
+        serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{port}"}), name="flaky", route_prefix="/flaky")
+        assert http.get("/flaky/readyz").status_code == 200
+        ok = http.post("/flaky/v1/query", json={"query": "pump"})
+        assert ok.status_code == 200 and ok.json()["hits"] == []  # an empty collection, created by the replica
+        server.terminate()
+        server.wait(timeout=30)
+        r = http.post("/flaky/v1/query", json={"query": "pump"})
+        assert r.status_code == 503, r.text
+        assert r.json()["error"] == "store_unavailable"
+        assert http.get("/flaky/readyz").status_code == 503
+    finally:
+        if server.poll() is None:
+            server.kill()
+        serve.delete("flaky")
