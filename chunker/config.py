@@ -111,6 +111,9 @@ class PlannerConfig(_Section):
     breadcrumb_levels: int = Field(3, ge=0, le=6, description="Heading levels kept in the breadcrumb prefix.")
     planning_budget_tokens: int = Field(6000, ge=200, description="Sections longer than this are split at headers (llm planner).")
     llm_output_tokens: int = Field(16384, ge=256, description="Output budget per section call (llm planner).")
+    llm_backend: str = Field(
+        "", description="Model backend of the llm planner (vllm, openai, transformers, scripted); empty: the converter's."
+    )
 
     @model_validator(mode="after")
     def _sizes(self) -> "PlannerConfig":

@@ -7,6 +7,7 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from chunker.config import Config, config_hash
 from chunker.convert.base import Converter
@@ -76,8 +77,41 @@ def segment_status(job: SegmentJob, batches: list[ConvertedBatch], max_fallback_
     return "ok", reason
 
 
-def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], cfg: Config, cfg_hash: str) -> SegmentResult:
-    """Parse a segment's Markdown into elements and plan its chunks. A coverage violation fails the segment."""
+# --- planner dispatch (planner.kind: deterministic | llm) ---------------------------------------------------------
+if TYPE_CHECKING:  # the LLM planner (and any model backend) is imported only when the config asks for it
+    from chunker.planner_llm import LlmPlanner
+
+
+def planner_for(cfg: Config, backend: object | None = None) -> LlmPlanner | None:
+    """The LLM planner the config asks for (``None`` for the deterministic planner, which needs no object).
+
+    ``backend`` injects a model backend (tests, a shared engine); otherwise ``planner.llm_backend`` (or, when empty,
+    the converter's backend) is built with the converter's model options. Build it once per worker and pass it to
+    :func:`plan_segment`: it holds the backend, its event loop and the planning counters.
+    """
+    if cfg.planner.kind != "llm":
+        return None
+    from chunker.planner_llm import LlmPlanner
+
+    if backend is None:
+        from chunker.backends.registry import make_backend
+
+        name = cfg.planner.llm_backend or cfg.converter.backend
+        if name == "pdf-text":
+            raise ValueError("planner.kind=llm needs a model: set planner.llm_backend (vllm, openai, transformers, "
+                             "scripted) or use a model converter backend")
+        backend = make_backend(cfg.converter.model_copy(update={"backend": name}),
+                               batch_pages=cfg.intake.batch_pages, max_side_px=cfg.render.max_side_px)
+    return LlmPlanner(cfg.planner, backend, temperature=cfg.converter.model.temperature)  # type: ignore[arg-type]
+
+
+def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], cfg: Config, cfg_hash: str,
+                 planner: LlmPlanner | None = None) -> SegmentResult:
+    """Parse a segment's Markdown into elements and plan its chunks. A coverage violation fails the segment.
+
+    ``cfg.planner.kind`` picks the planner; for ``llm``, ``planner`` is the worker's :func:`planner_for` object
+    (one is built for this call when it is missing, which re-creates the backend: fine for tests, slow otherwise).
+    """
     t0 = time.perf_counter()
     seed: list[str] = []
     overlap = [b for b in batches if b.context_only]
@@ -89,8 +123,17 @@ def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], cfg: Config, cf
                            fallback_pages=sum(len(b.fallback_pages) for b in batches if not b.context_only))
     try:
         result.elements = parse_batches(job.doc_id, batches, job.segment_index, seed)
-        plans = plan(result.elements, cfg.planner)
-        result.chunks = build_chunks(result.elements, plans, cfg.planner, cfg_hash, job.source, job.source_uri)
+        if cfg.planner.kind == "llm":
+            llm = planner if planner is not None else planner_for(cfg)
+            assert llm is not None
+            try:
+                result.chunks = llm.chunks_sync(result.elements, cfg_hash, job.source, job.source_uri)
+            finally:
+                if llm is not planner:
+                    llm.close()  # built for this call only: release its event loop
+        else:
+            plans = plan(result.elements, cfg.planner)
+            result.chunks = build_chunks(result.elements, plans, cfg.planner, cfg_hash, job.source, job.source_uri)
     except CoverageError as exc:
         result.status, result.error, result.chunks = "failed", f"chunk planning: {exc}", []
     result.plan_ms = (time.perf_counter() - t0) * 1000
