@@ -57,6 +57,24 @@ def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     return scores, dump
 
 
+def answer_level(cfg: Config, store: Any, embedder: Any, queries: list[dict[str, Any]], base_url: str,
+                 answer_model: str, judge_model: str, k: int = 5) -> dict[str, Any]:
+    """Generate an answer from our top-k and judge it (paper appendix A.2) through an OpenAI-compatible endpoint."""
+    import asyncio
+
+    from chunker.answer_eval import evaluate_answers, summarise
+    from chunker.backends.openai_backend import OpenAIBackend
+    from chunker.config import ModelConfig
+    from chunker.retrieval import Retriever
+
+    retriever = Retriever(cfg, store=store, embedder=embedder)
+    items = [(q["qid"], q["question"], [h.text for h in retriever.search(q["question"], k=k).hits]) for q in queries]
+    answerer = OpenAIBackend(ModelConfig(name=answer_model, base_url=base_url))
+    judge = OpenAIBackend(ModelConfig(name=judge_model, base_url=base_url))
+    scores = asyncio.run(evaluate_answers(items, answerer, judge))
+    return {**summarise(scores), "answer_model": answer_model, "judge_model": judge_model, "k": k}
+
+
 def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any:
     from chunker.store import ChunkStore
 
@@ -117,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--modes", default=None, help="comma list of retrieval modes to score (default: the config's)")
     p.add_argument("--reuse", action="store_true", help="reuse an earlier ingest in --output with the same config")
     p.add_argument("--no-baselines", action="store_true", help="score our chunks only")
+    p.add_argument("--answer-base-url", help="OpenAI-compatible endpoint for answer-level evaluation (optional; "
+                   "key from OPENAI_API_KEY)")
+    p.add_argument("--answer-model", default="Qwen/Qwen2.5-7B-Instruct", help="model that answers from the top-k")
+    p.add_argument("--judge-model", default=None, help="model that judges the answers (default: --answer-model)")
     args = p.parse_args(argv)
     setup_logging()
     cfg = load_or_exit(args)
@@ -153,6 +175,10 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(_row("ours", mode, ours, aggregate(scores)))
         all_scores[f"ours/{mode}"] = dump
     by_type = aggregate_by_type(score_system(cfg, store, embedder, queries, modes[-1])[0])
+    answers = None
+    if args.answer_base_url:
+        answers = answer_level(cfg, store, embedder, queries, args.answer_base_url, args.answer_model,
+                               args.judge_model or args.answer_model)
     store.close()
     if not args.no_baselines:
         for i, (name, chunks) in enumerate(baseline_sets(cfg, args.corpus, args.reference).items()):
@@ -164,9 +190,15 @@ def main(argv: list[str] | None = None) -> int:
             bstore.close()
     command = "python -m jobs.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
     report = markdown_report(rows, by_type, command)
+    if answers:
+        report += ("\n## Answer-level (judged as in the vision-guided paper, appendix A.2)\n\n"
+                   + "\n".join(f"- {k}: {v}" for k, v in answers.items()) + "\n")
+    else:
+        report += "\nAnswer-level evaluation skipped (no --answer-base-url).\n"
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(report)
-    (out / "report.json").write_text(json.dumps({"rows": rows, "by_type": by_type, "config_hash": h,
+    (out / "report.json").write_text(json.dumps({"rows": rows, "by_type": by_type, "answers": answers,
+                                                  "config_hash": h,
                                                   "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
     (out / "scores.json").write_text(json.dumps(all_scores))
     print(report)
