@@ -7,13 +7,17 @@ that stops the run.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from chunker import sources
 from chunker.config import IntakeConfig
+from chunker.normalize import NormalizeError, kind_of, to_pdf
 from chunker.types import DocumentRecord, SegmentJob
 
 _HASH_CHUNK = 1 << 20
@@ -29,66 +33,70 @@ class InputFile:
     source: str  # path relative to the input root
 
 
-def _manifest_entries(path: Path) -> Iterator[InputFile]:
-    """A manifest is a text file with one path per line, or JSONL with a ``path`` (or ``uri``, ``file``) key."""
-    base = path.parent
-    with path.open(encoding="utf-8") as fh:
+MANIFEST_SUFFIXES = frozenset({".txt", ".jsonl", ".manifest"})
+
+
+def manifest_entry(line: str, base_uri: str, where: str) -> InputFile | None:
+    """One manifest line -> an input (None for blanks and comments). A line is a path or URI, or JSON with a
+    ``path`` (or ``uri``, ``file``) key and optionally the ``source`` shown in hits; relative paths are relative to
+    the manifest's folder."""
+    line = line.strip()
+    if not line or line.startswith("#"):
+        return None
+    source = ""
+    if line.startswith("{"):
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"manifest {where}: not valid JSON ({exc.msg})") from None
+        raw = entry.get("path") or entry.get("uri") or entry.get("file") if isinstance(entry, dict) else None
+        if not raw:
+            raise InputError(f"manifest {where}: no 'path', 'uri' or 'file' key")
+        source = str(entry.get("source") or "")
+    else:
+        raw = line
+    full = raw if "://" in raw or Path(raw).is_absolute() else sources.join_uri(base_uri, raw)
+    return InputFile(path=str(full), source=source or raw)
+
+
+def _manifest_entries(uri: str) -> Iterator[InputFile]:
+    fs, path = sources.open_fs(uri)
+    base = uri.rsplit("/", 1)[0] if sources.is_remote(uri) else str(Path(sources.local_path(uri)).parent)
+    with fs.open_input_stream(path) as raw, io.TextIOWrapper(raw, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, 1):
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            if line.startswith("{"):
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"manifest {path} line {lineno}: not valid JSON ({exc.msg})") from None
-                raw = entry.get("path") or entry.get("uri") or entry.get("file")
-                if not raw:
-                    raise InputError(f"manifest {path} line {lineno}: no 'path', 'uri' or 'file' key")
-            else:
-                raw = line
-            p = Path(raw)
-            full = p if p.is_absolute() or "://" in raw else base / p
-            yield InputFile(path=str(full), source=raw)
+            entry = manifest_entry(line, base, f"{uri} line {lineno}")
+            if entry is not None:
+                yield entry
+
+
+def is_manifest(uri: str) -> bool:
+    return Path(uri.split("?", 1)[0]).suffix.lower() in MANIFEST_SUFFIXES
 
 
 def _is_glob(s: str) -> bool:
     return any(ch in s for ch in "*?[")
 
 
-def _glob_split(pattern: str) -> tuple[Path, str]:
-    """The fixed folder in front of the first wildcard, and the rest of the pattern."""
-    parts = Path(pattern).parts
-    fixed: list[str] = []
-    for part in parts:
-        if _is_glob(part):
-            break
-        fixed.append(part)
-    return (Path(*fixed) if fixed else Path(".")), str(Path(*parts[len(fixed):]))
-
-
 def iter_inputs(input_path: str, cfg: IntakeConfig) -> Iterator[InputFile]:
-    """Stream the files named by a directory, a glob, a single file or a manifest (``.txt``/``.jsonl``/``.manifest``)."""
-    p = Path(input_path)
+    """Stream the files named by a directory or object-store prefix, a glob, a single file or a manifest
+    (``.txt``/``.jsonl``/``.manifest``), local or ``s3://``/``gs://``/``file://``. Nothing is listed up front."""
     if _is_glob(input_path):
-        root, pattern = _glob_split(input_path)
-        for f in sorted(root.glob(pattern)):
-            if f.is_file():
-                yield InputFile(path=str(f), source=str(f.relative_to(root)))
+        for uri, rel in sources.iter_glob(input_path):
+            yield InputFile(path=uri, source=rel)
         return
-    if p.is_dir():
-        seen: set[Path] = set()
-        for pattern in cfg.patterns:
-            for f in sorted(p.rglob(pattern)):
-                if f.is_file() and f not in seen:
-                    seen.add(f)
-                    yield InputFile(path=str(f), source=str(f.relative_to(p)))
+    try:
+        what = sources.kind(input_path)
+    except (OSError, ValueError) as exc:  # unknown scheme, unreachable bucket, missing credentials
+        raise InputError(f"input {input_path!r} cannot be opened: {exc}") from None
+    if what == "dir":
+        for uri, rel in sources.iter_tree(input_path, cfg.patterns):
+            yield InputFile(path=uri, source=rel)
         return
-    if p.is_file() and p.suffix.lower() in {".txt", ".jsonl", ".manifest"}:
-        yield from _manifest_entries(p)
+    if what == "file" and is_manifest(input_path):
+        yield from _manifest_entries(input_path)
         return
-    if p.is_file():
-        yield InputFile(path=str(p), source=p.name)
+    if what == "file":
+        yield InputFile(path=input_path, source=input_path.rstrip("/").rsplit("/", 1)[-1])
         return
     raise InputError(f"input {input_path!r} is not a file, directory, glob or manifest that exists")
 
@@ -96,7 +104,7 @@ def iter_inputs(input_path: str, cfg: IntakeConfig) -> Iterator[InputFile]:
 def input_root(input_path: str) -> str:
     """The folder that sources are made relative to."""
     if _is_glob(input_path):
-        return str(_glob_split(input_path)[0])
+        return sources.glob_split(input_path)[0]
     p = Path(input_path)
     return str(p) if p.is_dir() else str(p.parent)
 
@@ -141,30 +149,62 @@ def check_pdf(path: str, cfg: IntakeConfig) -> tuple[int, str]:
 
 def inspect(file: InputFile, cfg: IntakeConfig) -> DocumentRecord:
     """Check one file. Never raises for a bad file: the reason goes on the record."""
-    path = file.path[7:] if file.path.startswith("file://") else file.path
-    p = Path(path)
-    if not p.exists():
-        return DocumentRecord(doc_id="", source_uri=file.path, source=file.source, num_pages=0, status="failed",
-                              error="missing: file not found")
-    if not p.is_file():
-        return DocumentRecord(doc_id="", source_uri=file.path, source=file.source, num_pages=0, status="failed",
-                              error="not a regular file")
-    try:
-        doc_id, size = file_digest(path)
-    except OSError as exc:
-        return DocumentRecord(doc_id="", source_uri=file.path, source=file.source, num_pages=0, status="failed",
-                              error=f"unreadable: {exc.strerror or exc}")
+    with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
+        return prepare(file, cfg, Path(tmp))[0]
+
+
+def prepare(file: InputFile, cfg: IntakeConfig, workdir: Path,
+            skip: Callable[[str], bool] | None = None) -> tuple[DocumentRecord, str]:
+    """Fetch (object storage) and hash the original, normalise it to PDF, check the PDF.
+
+    ``skip(doc_id)`` is asked right after hashing (before any normalising): True gives a ``skipped`` record.
+
+    Returns the record and a local PDF path ("" when the file failed); fetched and normalised files are written
+    into ``workdir``, which the caller owns and removes. The ``doc_id`` is always the hash of the original bytes.
+    """
+    uri = file.path
+    remote = sources.is_remote(uri)
+    shown = uri if remote else sources.local_path(uri)
+
+    def record(status: str, error: str, doc_id: str = "", size: int = 0, pages: int = 0) -> DocumentRecord:
+        return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages,
+                              status=status, error=error, size_bytes=size)  # type: ignore[arg-type]
+
+    if remote:
+        local = workdir / ("original" + Path(uri.split("?", 1)[0]).suffix.lower())
+        try:
+            doc_id, size = sources.fetch(uri, local)
+        except FileNotFoundError:
+            return record("failed", "missing: object not found"), ""
+        except OSError as exc:
+            return record("failed", f"unreadable: {exc}"), ""
+    else:
+        local = Path(shown)
+        if not local.exists():
+            return record("failed", "missing: file not found"), ""
+        if not local.is_file():
+            return record("failed", "not a regular file"), ""
+        try:
+            doc_id, size = file_digest(str(local))
+        except OSError as exc:
+            return record("failed", f"unreadable: {exc.strerror or exc}"), ""
     if size == 0:
         # An empty file still gets an id so its outcome is addressable in the ledger.
-        return DocumentRecord(doc_id=doc_id, source_uri=str(p), source=file.source, num_pages=0, status="failed",
-                              error="empty file", size_bytes=0)
+        return record("failed", "empty file", doc_id), ""
+    if skip is not None and skip(doc_id):
+        return record("skipped", "already done (ledger)", doc_id, size), ""
+    if kind_of(uri) != "pdf":
+        try:
+            local = to_pdf(local, workdir, cfg.normalize_timeout_s)
+        except NormalizeError as exc:
+            return record("failed", f"normalise to PDF: {exc}", doc_id, size), ""
     try:
-        pages, reason = check_pdf(path, cfg)
+        pages, reason = check_pdf(str(local), cfg)
     except Exception as exc:  # pdfium can fail in ways it does not classify; the file, not the run, fails
         pages, reason = 0, f"unreadable PDF ({type(exc).__name__}: {exc})"
-    status = "failed" if reason else "ok"
-    return DocumentRecord(doc_id=doc_id, source_uri=str(p), source=file.source, num_pages=pages, status=status,
-                          error=reason, size_bytes=size)
+    if reason:
+        return record("failed", reason, doc_id, size, pages), ""
+    return record("ok", "", doc_id, size, pages), str(local)
 
 
 def plan_segments(doc: DocumentRecord, cfg: IntakeConfig) -> list[SegmentJob]:

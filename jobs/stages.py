@@ -9,21 +9,26 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tempfile
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from chunker import sources
 from chunker.backends.base import BackendUnavailable, EngineDead
 from chunker.config import Config
-from chunker.intake import InputFile, inspect, plan_segments
+from chunker.intake import InputFile, plan_segments, prepare
+from chunker.normalize import kind_of
 from chunker.pipeline import convert_segment, make_converter, plan_segment
 from chunker.runstore import RunStore
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, SegmentJob
 
 Batch = dict[str, Any]
+DONE = ("failed", "skipped")  # rows in these states pass through the later stages untouched
 
 
 def rows_of(batch: Batch) -> list[dict[str, Any]]:
@@ -45,14 +50,37 @@ def segment_key(job: SegmentJob) -> str:
     return f"{job.doc_id}-{job.segment_index:05d}"
 
 
-def intake_rows(row: dict[str, Any], cfg_json: str) -> list[dict[str, Any]]:
-    """flat_map: one input file -> one row per segment (or one failed row)."""
+def _doc_row(doc: DocumentRecord, **extra: Any) -> dict[str, Any]:
+    return {"doc_json": json.dumps(asdict(doc)), "status": doc.status, "error": doc.error, "job_json": "",
+            "batches_json": "[]", "convert_s": 0.0, "pdf_uri": "", "pages": 0, "tokens": 0, **extra}
+
+
+def intake_rows(row: dict[str, Any], cfg_json: str, out_uri: str = "", cfg_hash: str = "", target: str = "",
+                force: bool = True) -> list[dict[str, Any]]:
+    """flat_map: one input -> one row per segment, or one failed / skipped row.
+
+    Runs on a worker: object-store files are fetched here, hashed (the doc_id), checked against the done ledger
+    and normalised to PDF in a worker-local temp folder that is removed before returning. A normalised PDF is
+    kept in the run's output storage so the conversion actor (maybe on another node) can fetch it.
+    """
+    from jobs.ledger import Ledger
+
     cfg = Config.model_validate_json(cfg_json)
-    doc = inspect(InputFile(path=row["path"], source=row["source"]), cfg.intake)
-    base = {"doc_json": json.dumps(asdict(doc)), "status": doc.status, "error": doc.error}
-    if doc.status == "failed":
-        return [{**base, "job_json": "", "batches_json": "[]", "convert_s": 0.0}]
-    return [{**base, "job_json": json.dumps(asdict(job)), "batches_json": "[]", "convert_s": 0.0}
+    source = row.get("source") or row.get("path") or ""
+    if row.get("error"):  # a bad manifest line
+        return [_doc_row(DocumentRecord("", row.get("path") or "", source, 0, "failed", row["error"]))]
+    ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
+    with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
+        doc, pdf = prepare(InputFile(path=row["path"], source=source), cfg.intake, Path(tmp),
+                           skip=ledger.is_done if ledger else None)
+        if doc.status in DONE:
+            return [_doc_row(doc)]
+        pdf_uri = doc.source_uri
+        if kind_of(row["path"]) != "pdf":
+            # Normalised from another format: the PDF becomes a run artefact that any node can fetch by URI.
+            pdf_uri = sources.upload(Path(pdf), sources.join_uri(out_uri, f"normalized/{doc.doc_id}.pdf"))
+    return [_doc_row(doc, job_json=json.dumps(asdict(job)), pdf_uri=pdf_uri,
+                     pages=job.page_end - job.page_start + 1)
             for job in plan_segments(doc, cfg.intake)]
 
 
@@ -72,25 +100,43 @@ class ConvertStage:
         return batch_of(rows)
 
     async def _one(self, row: dict[str, Any]) -> None:
-        if row["status"] == "failed" or not row["job_json"]:
+        row.setdefault("tokens", 0)
+        if row["status"] in DONE or not row["job_json"]:
             return
         job = SegmentJob(**json.loads(row["job_json"]))
         t0 = time.perf_counter()
-        try:
-            batches = await asyncio.wait_for(convert_segment(self.converter, job, self.cfg), self.timeout_s)
-        except (BackendUnavailable, EngineDead):
-            raise  # the actor must die (Ray restarts it); never a silent per-row failure
-        except asyncio.TimeoutError:
-            row["status"], row["error"] = "failed", f"conversion timed out after {self.timeout_s:.0f} s"
-            return
-        except Exception as exc:  # one broken document fails alone
-            row["status"], row["error"] = "failed", f"conversion: {type(exc).__name__}: {exc}"
-            return
+        with tempfile.TemporaryDirectory(prefix="convert-") as tmp:
+            try:
+                local = await asyncio.to_thread(self._local_pdf, row.get("pdf_uri") or job.source_uri, Path(tmp))
+            except OSError as exc:
+                row["status"], row["error"] = "failed", f"fetch: {exc}"
+                return
+            # The converter reads the local copy; the job (and so every chunk) keeps the original URI.
+            run_job = replace(job, source_uri=local)
+            try:
+                batches = await asyncio.wait_for(convert_segment(self.converter, run_job, self.cfg), self.timeout_s)
+            except (BackendUnavailable, EngineDead):
+                raise  # the actor must die (Ray restarts it); never a silent per-row failure
+            except asyncio.TimeoutError:
+                row["status"], row["error"] = "failed", f"conversion timed out after {self.timeout_s:.0f} s"
+                return
+            except Exception as exc:  # one broken document fails alone
+                row["status"], row["error"] = "failed", f"conversion: {type(exc).__name__}: {exc}"
+                return
         for b in batches:
             b.config_hash = self.cfg_hash
         self.store.write("batches", segment_key(job), to_table(batches, CONVERTED_BATCH))
         row["batches_json"] = json.dumps([asdict(b) for b in batches])
         row["convert_s"] = time.perf_counter() - t0
+        row["tokens"] = int(sum(b.output_tokens or 0 for b in batches if not b.context_only))
+
+    @staticmethod
+    def _local_pdf(uri: str, tmp: Path) -> str:
+        if not sources.is_remote(uri):
+            return sources.local_path(uri)
+        dest = tmp / "document.pdf"
+        sources.fetch(uri, dest)
+        return str(dest)
 
 
 class PlanStage:
@@ -107,7 +153,7 @@ class PlanStage:
             row["chunks_json"] = "[]"
             row["fallback_pages"] = 0
             row["plan_ms"] = 0.0
-            if row["status"] == "failed" or not row["job_json"]:
+            if row["status"] in DONE or not row["job_json"]:
                 continue
             job = SegmentJob(**json.loads(row["job_json"]))
             batches = [ConvertedBatch(**b) for b in json.loads(row["batches_json"])]

@@ -47,7 +47,7 @@ def test_ingest_rerun_and_edit(ray_runtime, samples_dir, tmp_path):
     for stage in ("batches", "elements", "chunks"):
         parts = list((tmp_path / "run1" / stage).glob("*.parquet"))
         assert len(parts) == 4, stage
-    table = pq.read_table(tmp_path / "run1" / "documents" / "documents.parquet")
+    table = pq.read_table(tmp_path / "run1" / "documents")
     assert set(table.column("status").to_pylist()) == {"ok"}
     assert set(table.column("config_hash").to_pylist()) == {s1.config_hash}
     chunks = pq.read_table(tmp_path / "run1" / "chunks")
@@ -99,7 +99,7 @@ def test_robustness_files_never_stop_the_run(ray_runtime, samples_dir, shared_da
     s = run_ingest(cfg, str(docs), str(tmp_path / "run"))
     files = sorted(p.name for p in docs.iterdir())
     assert s.documents == len(files) == 49
-    outcomes = pq.read_table(tmp_path / "run" / "documents" / "documents.parquet").to_pylist()
+    outcomes = pq.read_table(tmp_path / "run" / "documents").to_pylist()
     assert {o["source"] for o in outcomes} == set(files)
     for o in outcomes:
         assert o["status"] in {"ok", "partial", "failed"}

@@ -1,0 +1,159 @@
+"""Where input files live: local paths, ``file://``, and object storage (``s3://``, ``gs://``, anything
+:func:`pyarrow.fs.FileSystem.from_uri` opens), listed lazily and fetched as bytes by whoever needs them.
+
+Listing is a generator that walks one folder level at a time, so a caller can stream a million paths without ever
+holding them. S3/MinIO credentials come from the usual AWS variables (``AWS_ACCESS_KEY_ID``,
+``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` for MinIO), read by pyarrow itself.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pyarrow.fs as pafs
+
+_BLOCK = 1 << 20
+
+
+def is_remote(uri: str) -> bool:
+    """True for object-storage URIs (anything with a scheme except ``file://``)."""
+    return "://" in uri and not uri.startswith("file://")
+
+
+def local_path(uri: str) -> str:
+    return unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+
+
+def open_fs(uri: str) -> tuple[pafs.FileSystem, str]:
+    """(filesystem, path inside it) for a local path, ``file://`` URI or object-storage URI."""
+    if is_remote(uri):
+        return pafs.FileSystem.from_uri(uri)
+    return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+
+
+def join_uri(base_uri: str, rel: str) -> str:
+    """``rel`` under ``base_uri``, keeping the scheme (so workers elsewhere can open it)."""
+    if is_remote(base_uri):
+        return base_uri.rstrip("/") + "/" + rel.lstrip("/")
+    return os.path.join(local_path(base_uri), rel)
+
+
+def uri_of(fs: pafs.FileSystem, path: str, like: str) -> str:
+    """The URI of ``path`` on ``fs`` in the scheme of ``like`` (pyarrow paths carry no scheme)."""
+    if is_remote(like):
+        return f"{urlparse(like).scheme}://{path}"
+    return path
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    # Case-insensitive: corpora mix report.PDF and scan.JPG, and S3 keys are whatever the uploader typed.
+    low = name.lower()
+    return any(fnmatch.fnmatchcase(low, p.lower()) for p in patterns)
+
+
+def walk(fs: pafs.FileSystem, root: str, recursive: bool = True) -> Iterator[str]:
+    """Paths of files under ``root``, sorted within each folder, one folder level listed at a time."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield from _walk_local(root, recursive)
+        return
+    infos = fs.get_file_info(pafs.FileSelector(root, allow_not_found=True, recursive=False))
+    dirs: list[str] = []
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.type == pafs.FileType.File:
+            yield info.path
+        elif info.type == pafs.FileType.Directory:
+            dirs.append(info.path)
+    del infos  # keep only the folder names while descending
+    if recursive:
+        for d in dirs:
+            yield from walk(fs, d, recursive)
+
+
+def _walk_local(root: str, recursive: bool) -> Iterator[str]:
+    with os.scandir(root) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    dirs = []
+    for e in entries:
+        if e.is_file():
+            yield e.path
+        elif e.is_dir() and recursive:
+            dirs.append(e.path)
+    for d in dirs:
+        yield from _walk_local(d, recursive)
+
+
+def glob_split(pattern: str) -> tuple[str, str]:
+    """The fixed folder (or URI prefix) in front of the first wildcard, and the rest of the pattern."""
+    head, sep, rest = pattern.partition("://")
+    body = rest if sep else pattern
+    parts = body.split("/")
+    fixed: list[str] = []
+    for part in parts:
+        if any(ch in part for ch in "*?["):
+            break
+        fixed.append(part)
+    root = "/".join(fixed) or "."
+    return (f"{head}://{root}" if sep else root), "/".join(parts[len(fixed):])
+
+
+def iter_glob(pattern: str) -> Iterator[tuple[str, str]]:
+    """(uri, path relative to the glob's fixed folder) of files matching ``pattern``; ``**`` crosses folders."""
+    root_uri, rest = glob_split(pattern)
+    fs, root = open_fs(root_uri)
+    deep = "/" in rest or "**" in rest
+    for path in walk(fs, root, recursive=deep):
+        rel = path[len(root):].lstrip("/")
+        if fnmatch.fnmatchcase(rel, rest) or ("**/" in rest and fnmatch.fnmatchcase(rel, rest.replace("**/", ""))):
+            yield uri_of(fs, path, root_uri), rel
+
+
+def iter_tree(root_uri: str, patterns: list[str]) -> Iterator[tuple[str, str]]:
+    """(uri, relative path) of files under a folder or prefix whose name matches one of ``patterns``."""
+    fs, root = open_fs(root_uri)
+    for path in walk(fs, root):
+        if matches(path.rsplit("/", 1)[-1], patterns):
+            yield uri_of(fs, path, root_uri), path[len(root):].lstrip("/")
+
+
+def kind(uri: str) -> str:
+    """``dir``, ``file`` or ``missing``."""
+    fs, path = open_fs(uri)
+    info = fs.get_file_info(path)
+    if info.type == pafs.FileType.Directory:
+        return "dir"
+    if info.type == pafs.FileType.File:
+        return "file"
+    if is_remote(uri) and list(fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))):
+        return "dir"  # an S3 prefix without a folder marker
+    return "missing"
+
+
+def fetch(uri: str, dest: Path) -> tuple[str, int]:
+    """Copy ``uri`` to the local file ``dest`` while hashing it: (32-hex sha256 prefix, size)."""
+    fs, path = open_fs(uri)
+    h = hashlib.sha256()
+    size = 0
+    with fs.open_input_stream(path) as src, open(dest, "wb") as out:
+        while block := src.read(_BLOCK):
+            h.update(block)
+            out.write(block)
+            size += len(block)
+    return h.hexdigest()[:32], size
+
+
+def upload(local: Path, uri: str) -> str:
+    """Write a local file to ``uri`` (write then move on local disks, so no reader sees half a file)."""
+    fs, path = open_fs(uri)
+    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    tmp = path + ".tmp" if isinstance(fs, pafs.LocalFileSystem) else path
+    with open(local, "rb") as src, fs.open_output_stream(tmp) as out:
+        while block := src.read(_BLOCK):
+            out.write(block)
+    if tmp != path:
+        fs.move(tmp, path)
+    return uri
