@@ -82,7 +82,12 @@ def plan_schema(section: Section) -> dict[str, Any]:
 
 def build_request(section: Section, cfg: PlannerConfig, temperature: float = 0.1,
                   request_id: str = "") -> GenerationRequest:
-    path = " > ".join(section.heading_path) or "(top of the document)"
+    chain = section.heading_path
+    if not chain and section.elements:
+        # No ancestor inside this segment: the parser's chain still knows the headings a segment starts under.
+        first = section.elements[0]
+        chain = first.heading_path[:-1] if first.kind == "heading" else first.heading_path
+    path = " > ".join(chain) or "(top of the document)"
     lines = [
         f"Section under: {path}",
         f"Target chunk size: about {cfg.target_chars} characters (min {cfg.min_chars}, max {cfg.max_chars}).",

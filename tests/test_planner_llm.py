@@ -124,6 +124,9 @@ def test_request_shows_ids_previews_and_hierarchy_only():
     assert "Section under: Top > Sub" in req.user and "[2] paragraph" in req.user
     assert req.max_tokens == CFG.llm_output_tokens
     assert req.json_schema["properties"]["chunks"]["items"]["items"]["enum"] == [2, 3]
+    # A segment that starts under headings of the previous one (seeded chain, no heading element): still shown.
+    seeded = parse_markdown("d", [("Body text.", 1)], heading_path=["Manual", "Safety"])
+    assert "Section under: Manual > Safety" in build_request(Section(seeded), CFG).user
 
 
 def test_fallback_is_flagged_per_section_and_counted():
