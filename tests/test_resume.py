@@ -1,0 +1,102 @@
+"""Resumable, failure-isolated runs through real Ray Data: the done ledger, a worker killed mid-run, a document
+past its timeout. One Ray runtime for the module."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from chunker.config import load_config
+from jobs.stages import ConvertStage
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+SLOW_DOC = "field-service-manual.pdf"
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    import ray
+    import ray.cloudpickle
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # The test's stage subclass travels by value: Ray workers cannot import this test module.
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+class CrashOnceSlowStage(ConvertStage):
+    """Kills its own worker process on its first call of the run (once, via a marker file), and takes far longer
+    than the document timeout on one document."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        inner = self.converter.convert
+
+        async def convert(job, images):  # noqa: ANN001, ANN202
+            if job.source == SLOW_DOC:
+                await asyncio.sleep(120)
+            return await inner(job, images)
+
+        self.converter.convert = convert  # type: ignore[method-assign]
+
+    async def __call__(self, batch):  # noqa: ANN001, ANN204
+        marker = Path(self.store.root) / "killed-once"
+        if not marker.exists():
+            marker.touch()
+            os._exit(1)  # as an OOM kill or a node loss would: no exception, no cleanup
+        return await super().__call__(batch)
+
+
+def _cfg(db: Path, *extra: str):
+    return load_config("configs/local.yaml", [f"milvus.uri={db}", "ray.status_interval_s=5", *extra])
+
+
+def _ids(db: Path) -> set[str]:
+    from chunker.store import ChunkStore
+
+    with ChunkStore(_cfg(db).milvus, 384) as store:
+        return store.chunk_ids()
+
+
+def test_rerun_skips_finished_documents(ray_runtime, samples_dir, tmp_path_factory):
+    from jobs.ingest import run_ingest
+
+    tmp = tmp_path_factory.mktemp("resume")
+    db, out = tmp / "m.db", tmp / "run"
+    s1 = run_ingest(_cfg(db), str(samples_dir), str(out))
+    assert (s1.ok, s1.skipped) == (4, 0)
+    ledger = list((out / "ledger" / s1.config_hash).glob("*.json"))
+    assert len(ledger) == 4
+    ids = _ids(db)
+    # A document whose ledger entry is gone (the job was killed before it finished) is done again; others skip.
+    ledger[0].unlink()
+    s2 = run_ingest(_cfg(db), str(samples_dir), str(out))
+    assert (s2.ok, s2.skipped, s2.failed) == (1, 3, 0), s2.problems
+    assert _ids(db) == ids and s2.collection_rows == s1.collection_rows
+    outcomes = pq.read_table(out / "documents").to_pylist()
+    assert sorted(o["status"] for o in outcomes) == ["ok", "skipped", "skipped", "skipped"]
+    pytest.clean_ids = ids  # type: ignore[attr-defined] - the clean run's chunk IDs, for the next test
+    pytest.clean_chunks = pq.read_table(tmp / "run" / "chunks").to_pylist()  # type: ignore[attr-defined]
+
+
+def test_killed_worker_loses_nothing_and_a_slow_document_fails_alone(ray_runtime, samples_dir, tmp_path):
+    from jobs.ingest import run_ingest
+
+    clean = getattr(pytest, "clean_chunks", None)
+    if clean is None:
+        pytest.skip("needs the clean run of test_rerun_skips_finished_documents")
+    db = tmp_path / "m.db"
+    s = run_ingest(_cfg(db, "ray.document_timeout_s=25"), str(samples_dir), str(tmp_path / "run"),
+                   convert_stage=CrashOnceSlowStage)
+    assert (tmp_path / "run" / "killed-once").exists(), "the worker was never killed"
+    assert (s.ok, s.failed) == (3, 1), s.problems
+    assert s.problems == [{"source": SLOW_DOC, "status": "failed", "reason": "conversion timed out after 25 s"}]
+    expected = {c["chunk_id"] for c in clean if c["source"] != SLOW_DOC}
+    assert _ids(db) == expected and s.collection_rows == len(expected)
