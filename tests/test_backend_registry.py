@@ -34,7 +34,7 @@ def test_unknown_backend_lists_known_ones():
         make_backend(ConverterConfig(backend="pdf-text"))
     msg = str(info.value)
     assert all(name in msg for name in ("vllm", "openai", "transformers", "scripted"))
-    assert known_backends() == ["openai", "scripted", "transformers", "vllm"]
+    assert known_backends() == ["openai", "scripted", "simulated", "transformers", "vllm"]
 
 
 def test_registry_builds_openai_and_scripted_without_heavy_imports():
