@@ -23,7 +23,7 @@ from typing import Any
 from chunker.backends.simulated import EngineSpec, SimulatedBackend
 from chunker.config import Config, ConfigError, load_config
 from chunker.synthetic import make_corpus
-from jobs.bench_engine import EngineRun, run_engines
+from jobs.bench_engine import run_engines
 
 TARGETS = {
     "efficiency": ">= 0.95 of engine capacity",
@@ -231,7 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     size = SIZES[size_name]
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    spec = EngineSpec(max_num_seqs=cfg.converter.model.max_num_seqs)
+    # The simulated engine stands for Qwen2.5-VL-7B on one H100: without a config, use that config's batch size (32),
+    # not ModelConfig's generic default.
+    spec = EngineSpec(max_num_seqs=cfg.converter.model.max_num_seqs if args.config else 32)
     concurrency = args.concurrency or spec.max_num_seqs
     rep: dict[str, Any] = {"meta": {
         "mode": "real" if real else "simulated", "size": size_name, "seed": args.seed, "concurrency": concurrency,
