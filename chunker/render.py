@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import io
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from chunker.config import RenderConfig
 
 POINTS_PER_INCH = 72.0
+
+# pdfium is not thread-safe within a process: every call into it from a worker thread holds this lock.
+PDFIUM_LOCK = threading.Lock()
 
 
 def render_scale(width_pt: float, height_pt: float, cfg: RenderConfig) -> float:
@@ -34,12 +39,14 @@ class RenderedPage:
 class RenderedDocument:
     """Rendered pages of one document, filled on demand and kept so a retry never renders twice.
 
-    Implements :class:`chunker.convert.base.PageImages`.
+    Implements :class:`chunker.convert.base.PageImages`. The cache keeps the last ``max_cached`` pages only, so a
+    chain over a long segment holds a few batches of images, never the whole document. Safe to call from threads.
     """
 
     path: str
     cfg: RenderConfig
-    pages: dict[int, RenderedPage] = field(default_factory=dict)
+    max_cached: int = 16
+    pages: OrderedDict[int, RenderedPage] = field(default_factory=OrderedDict)
     _pdf: object | None = None
 
     @property
@@ -54,9 +61,13 @@ class RenderedDocument:
         return self._pdf
 
     def render(self, page: int) -> RenderedPage:
-        if page not in self.pages:
-            self.pages[page] = render_page(self._doc(), page, self.cfg)
-        return self.pages[page]
+        with PDFIUM_LOCK:
+            if page not in self.pages:
+                self.pages[page] = render_page(self._doc(), page, self.cfg)
+                while len(self.pages) > self.max_cached:
+                    self.pages.popitem(last=False)
+            self.pages.move_to_end(page)
+            return self.pages[page]
 
     def image(self, page: int) -> bytes:
         return self.render(page).data
@@ -71,9 +82,11 @@ class RenderedDocument:
             self.pages.pop(p, None)
 
     def close(self) -> None:
-        if self._pdf is not None:
-            self._pdf.close()  # type: ignore[attr-defined]
-            self._pdf = None
+        with PDFIUM_LOCK:
+            if self._pdf is not None:
+                self._pdf.close()  # type: ignore[attr-defined]
+                self._pdf = None
+            self.pages.clear()
 
 
 def render_page(pdf, page: int, cfg: RenderConfig) -> RenderedPage:  # noqa: ANN001 - pypdfium2 document

@@ -133,8 +133,8 @@ class VlmConverter:
     ) -> tuple[ConvertedBatch, BatchContext]:
         pages = list(range(a, b + 1))
         # Rendered once per batch: retries and single-page splits reuse the same images.
-        imgs = {p: images.image(p) for p in pages}
-        sizes = {p: images.size(p) for p in pages}
+        # Rendering is CPU work: off the event loop, so the other chains of this actor keep moving meanwhile.
+        imgs, sizes = await asyncio.to_thread(_render_batch, images, pages)
         tally = _Tally()
         done = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally)
         if done is not None:
@@ -267,6 +267,10 @@ class VlmConverter:
         path = _heading_path_after(md, pages[0], ctx.heading_path)
         # The summary stays: the fallback writes none, and the old one still describes the document.
         return md, BatchContext(ctx.summary, _tail(md, self.cfg.context_tail_chars), path, "")
+
+
+def _render_batch(images: PageImages, pages: list[int]) -> tuple[dict[int, bytes], dict[int, tuple[int, int]]]:
+    return {p: images.image(p) for p in pages}, {p: images.size(p) for p in pages}
 
 
 def document_status(batches: list[ConvertedBatch], max_fallback_share: float) -> tuple[str, str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -20,10 +19,11 @@ from chunker.convert.pdf_text.headings import FontStats, font_stats
 from chunker.convert.pdf_text.ocr import PageOcr
 from chunker.convert.pdf_text.tables import Table, find_tables, page_rules, pipe_row
 from chunker.convert.pdf_text.textlayer import SOFT_HYPHENS, PageText, read_page
+from chunker.render import PDFIUM_LOCK
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
 
 # pdfium is one process-wide C library that is not thread-safe; every converter instance shares this lock.
-_PDFIUM_LOCK = threading.Lock()
+_PDFIUM_LOCK = PDFIUM_LOCK  # one lock for every pdfium user in the process (rendering too)
 
 
 @dataclass
