@@ -119,7 +119,11 @@ class QueryService:
         """The retriever, building it if the store was down; None while the store (or the model) is unavailable."""
         if self._retriever is not None or self._embedder is None:
             return self._retriever
-        with self._lock:
+        # Non-blocking: a connect to a black-holed host can take the store's whole connect timeout, and requests
+        # arriving meanwhile should get their 503 at once rather than queue behind it.
+        if not self._lock.acquire(blocking=force):
+            return None
+        try:
             if self._retriever is not None:
                 return self._retriever
             now = time.monotonic()
@@ -136,9 +140,11 @@ class QueryService:
             except self._store_error_types as exc:
                 self._store_error = f"{type(exc).__name__}: {exc}"
                 logger.warning("milvus store unavailable at %s: %s", self.cfg.milvus.uri, self._store_error)
-            except Exception as exc:  # noqa: BLE001 - e.g. a missing collection: say so at /readyz, keep the replica up
+            except Exception as exc:  # noqa: BLE001 - e.g. SchemaMismatch: say so at /readyz, keep the replica up
                 self._store_error = f"{type(exc).__name__}: {exc}"
                 logger.exception("could not open the chunk store at %s", self.cfg.milvus.uri)
+        finally:
+            self._lock.release()
         return self._retriever
 
     def _unavailable(self) -> JSONResponse:
