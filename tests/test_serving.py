@@ -258,3 +258,21 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
         if server.poll() is None:
             server.kill()
         serve.delete("flaky")
+
+
+def test_build_app_reads_replicas_autoscaling_and_overrides_from_config() -> None:
+    # No runtime needed: the builder only binds the deployment.
+    from chunker.config import ConfigError
+    from serving.app import build_app
+
+    fixed = build_app({"set": "serve.replicas=2;milvus.uri=http://127.0.0.1:1", "serve.num_cpus": "0.25"})._bound_deployment
+    assert fixed.num_replicas == 2
+    assert fixed.ray_actor_options["num_cpus"] == 0.25
+    assert fixed.init_args[0]["milvus"]["uri"] == "http://127.0.0.1:1"
+    auto = build_app({"serve.autoscaling": "true", "serve.max_replicas": "3"})._bound_deployment
+    scaling = auto._deployment_config.autoscaling_config
+    assert (scaling.min_replicas, scaling.max_replicas, scaling.target_ongoing_requests) == (1, 3, 4.0)
+    with pytest.raises(ConfigError, match="unknown application argument 'confg'"):
+        build_app({"confg": "configs/local.yaml"})
+    with pytest.raises(ConfigError, match="min_replicas"):
+        build_app({"serve.autoscaling": "true", "serve.min_replicas": "5", "serve.max_replicas": "2"})
