@@ -22,7 +22,7 @@ from chunker.backends.base import BackendUnavailable, EngineDead
 from chunker.config import Config
 from chunker.intake import InputFile, plan_segments, prepare
 from chunker.normalize import kind_of
-from chunker.pipeline import convert_segment, make_converter, plan_segment
+from chunker.pipeline import convert_segment, make_converter, plan_segment, planner_for
 from chunker.runstore import RunStore
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, SegmentJob
@@ -146,6 +146,8 @@ class PlanStage:
         self.cfg = Config.model_validate_json(cfg_json)
         self.cfg_hash = cfg_hash
         self.store = RunStore(out_uri)
+        # The LLM planner's backend loads once per actor, not once per segment (None: deterministic planner).
+        self.planner = planner_for(self.cfg)
 
     def __call__(self, batch: Batch) -> Batch:
         rows = rows_of(batch)
@@ -157,7 +159,7 @@ class PlanStage:
                 continue
             job = SegmentJob(**json.loads(row["job_json"]))
             batches = [ConvertedBatch(**b) for b in json.loads(row["batches_json"])]
-            res = plan_segment(job, batches, self.cfg, self.cfg_hash)
+            res = plan_segment(job, batches, self.cfg, self.cfg_hash, planner=self.planner)
             key = segment_key(job)
             self.store.write("elements", key, to_table(res.elements, ELEMENT, config_hash=self.cfg_hash))
             self.store.write("chunks", key, to_table(res.chunks, CHUNK))
