@@ -290,3 +290,58 @@ def test_robustness_files_never_raise(tmp_path: Path) -> None:
         kinds = manifest.get(path.name, [])
         if "script_CJK" in kinds and not any(b.error for b in batches):
             assert any("\u3040" <= c <= "\u9fff" or "\uac00" <= c <= "\ud7af" for c in text), path.name
+
+
+# -- tables: continuation without a repeated header, columns from shared row gaps --------------------------------
+def test_guessed_header_on_a_continuation_page_is_a_data_row() -> None:
+    from chunker.convert.pdf_text.blocks import FlowState, PageWriter
+    from chunker.convert.pdf_text.headings import FontStats
+    from chunker.convert.pdf_text.tables import Table
+    from chunker.convert.pdf_text.textlayer import PageText
+
+    def page_with(t: Table, header: list[str], columns: list[float]) -> str:
+        state = FlowState(table_header=header, table_columns=columns)
+        return PageWriter(PageText(7, 595, 842, [], 0), FontStats(10.0, []), state, set()).render([t], [])
+
+    head, cols = ["Fastener", "Thread", "Torque"], [56.0, 200.0, 300.0]
+    guessed = Table((56, 50, 539, 200), ["Drain plug", "G 1/2", "30"], [["Lifting eye", "M12", "40"]], set(),
+                    [["Drain plug", "G 1/2", "30"]], header_bold=False, columns=[57.0, 201.0, 302.0], at_top=True)
+    md = page_with(guessed, head, cols)
+    assert md.startswith("<!-- table continued -->")
+    assert "Fastener: Drain plug; Thread: G 1/2; Torque: 30." in md and "Fastener: Lifting eye" in md
+    # A bold header that differs is the table's own; a different column layout is a different table.
+    bold = Table(guessed.bbox, ["Part", "Size", "Qty"], guessed.rows, set(), [["Part", "Size", "Qty"]],
+                 header_bold=True, columns=guessed.columns, at_top=True)
+    assert "Part: Lifting eye; Size: M12; Qty: 40." in page_with(bold, head, cols)
+    moved = Table(guessed.bbox, None, [["Drain plug", "G 1/2", "30"]] * 2, set(), columns=[57.0, 120.0, 400.0],
+                  at_top=True)
+    assert page_with(moved, head, cols).startswith("| Drain plug | G 1/2 | 30 |")
+
+
+def _overflow_table_pdf(path: Path) -> None:
+    """A table ruled only horizontally whose long first-column cell runs up to the second column's text."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4", unit="pt")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 10)
+    rows = [("Class", "Bags", "Weight"), ("Lux", "2", "10 kg"), ("Elite", "2", "8 kg"),
+            ("ComfortPremiumX", "1", "8 kg"), ("Saver", "1", "7 kg")]
+    for k in range(len(rows) + 1):
+        pdf.line(60, 100 + 20 * k, 400, 100 + 20 * k)
+    for col, x in enumerate((62, 142, 222)):  # column by column, as office exports write cells
+        pdf.set_font("Helvetica", "B" if col == 0 else "", 10)
+        for k, row in enumerate(rows):
+            pdf.text(x, 114 + 20 * k, row[col])
+    # The wide cell runs past where the next column begins: the projection of the text has no gap there.
+    pdf.set_font("Helvetica", "B", 10)
+    assert pdf.get_string_width("ComfortPremiumX") + 62 > 143
+    pdf.output(str(path))
+
+
+def test_columns_come_from_gaps_rows_share(converter: PdfTextConverter, tmp_path: Path) -> None:
+    path = tmp_path / "overflow.pdf"
+    _overflow_table_pdf(path)
+    md = converter.markdown_for_pages(str(path), [1])
+    assert "| Class | Bags | Weight |" in md, md
+    assert "| ComfortPremiumX | 1 | 8 kg |" in md, md

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
-from chunker.convert.pdf_text.tables import Table, pipe_row
+from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import Line, PageText
 from chunker.parse import table_row_sentence
 
@@ -26,6 +26,7 @@ _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
 class FlowState:
     heading_path: list[tuple[int, str]] = field(default_factory=list)
     table_header: list[str] = field(default_factory=list)  # header of a table still open at the last page end
+    table_columns: list[float] = field(default_factory=list)  # that table's column lefts (its layout)
     keep_hard_hyphens: bool = False  # the document marks hyphenation with soft hyphens: a '-' at line end is real
 
     def push_heading(self, level: int, text: str) -> None:
@@ -124,9 +125,13 @@ class PageWriter:
     def table(self, t: Table) -> None:
         ncols = len(t.rows[0]) if t.rows else len(t.header or [])
         carried = self.state.table_header
-        continued = bool(carried) and t.at_top and not self.out and len(carried) == ncols
-        header = t.header or (carried if continued else None)
-        rows = t.rows
+        continued = bool(carried) and t.at_top and not self.out and len(carried) == ncols \
+            and same_layout(self.state.table_columns, t.columns)
+        header, rows = t.header, t.rows
+        if continued and header is not None and header != carried and not t.header_bold:
+            # A guessed header at the top of a continuation page is the table's next data row, not a new header.
+            header, rows = None, t.header_rows + rows
+        header = header or (carried if continued else None)
         if header is None:
             header, rows = rows[0], rows[1:]
         header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
@@ -138,6 +143,7 @@ class PageWriter:
             lines = [pipe_row(header), "|" + "---|" * len(header)] + [pipe_row(r) for r in rows if any(r)]
         self._emit("\n".join(lines))
         self.state.table_header = header if t.at_bottom else []
+        self.state.table_columns = t.columns if t.at_bottom else []
         self.last_was_open_table = t.at_bottom
 
     def figure(self, f: Figure) -> None:
@@ -225,7 +231,7 @@ class PageWriter:
             self._object(obj)
         self._flush()
         if not self.last_was_open_table:
-            self.state.table_header = []
+            self.state.table_header, self.state.table_columns = [], []
         return "\n\n".join(s for s in self.out if s.strip())
 
     def _object(self, obj: Table | Figure) -> None:

@@ -12,6 +12,7 @@ horizontal projection of the text. Bands between rules separate the header from 
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 import pypdfium2 as pdfium
@@ -37,6 +38,9 @@ class Table:
     header: list[str] | None
     rows: list[list[str]]
     lines: set[int]  # indexes of page lines consumed by the table
+    header_rows: list[list[str]] = field(default_factory=list)  # the body rows taken as the header, as found
+    header_bold: bool = False  # the header was recognised by its bold type (strong evidence), not by guessing
+    columns: list[float] = field(default_factory=list)  # left x of each kept column: the table's layout
     at_top: bool = False  # nothing but furniture above it on the page
     at_bottom: bool = False  # nothing but furniture below it on the page
 
@@ -76,7 +80,20 @@ def _stacks(hrules: list[tuple[float, float, float]]) -> list[list[tuple[float, 
                 break
         else:
             groups.append([r])
-    return groups
+    return [_trim_ornaments(g) for g in groups]
+
+
+def _trim_ornaments(stack: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """Drop a short rule at either end of a stack that is inset from both table edges: a decorative separator
+    above or below the table (a note under it would otherwise become a row), not one of its rules."""
+    while len(stack) > 2:
+        x0, x1 = min(r[0] for r in stack), max(r[1] for r in stack)
+        ends = [k for k in (0, len(stack) - 1)
+                if stack[k][1] - stack[k][0] < 0.8 * (x1 - x0) and stack[k][0] > x0 + 5 and stack[k][1] < x1 - 5]
+        if not ends:
+            break
+        stack = [r for k, r in enumerate(stack) if k != ends[0]]
+    return stack
 
 
 @dataclass
@@ -99,18 +116,88 @@ def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[_Seg]:
     return out
 
 
-def _columns(segs: list[_Seg], cuts: list[float]) -> list[float]:
-    """Column separators: ruled ones if any, else the gaps of the projection of the text."""
+def _columns(segs: list[_Seg], cuts: list[float]) -> list[tuple[float, float, float]]:
+    """Column separators: ruled ones if any, else gaps in the text. A gap of the whole projection is one; so is a
+    gap that at least two visual rows share when at most one cell crosses it (a wide cell overflowing into the
+    next column's margin closes the projection gap but not the rows' gaps)."""
     if cuts:
-        return sorted(cuts)
-    spans = sorted((s.x0, s.x1) for s in segs)
-    seps: list[float] = []
-    end = spans[0][1]
-    for a, b in spans[1:]:
-        if a > end + 2.0:
-            seps.append((end + a) / 2)
-        end = max(end, b)
+        return [(c, c, c) for c in sorted(cuts)]
+    gaps: list[tuple[float, float]] = []
+    for row in _visual_rows(segs):
+        end = row[0].x1
+        for s in row[1:]:
+            if s.x0 > end + 2.0:
+                gaps.append((end, s.x0))
+            end = max(end, s.x1)
+    points = sorted({s.x0 for s in segs} | {s.x1 for s in segs} | {x for g in gaps for x in g})
+    lo, hi = min(s.x0 for s in segs), max(s.x1 for s in segs)
+    seps: list[tuple[float, float, float]] = []  # (x, gap start, gap end)
+    run: list[tuple[float, float, int, int]] = []  # elementary intervals (a, b, crossings, support) of one run
+
+    def close() -> None:
+        if not run:
+            return
+        if all(c == 0 for _, _, c, _ in run):
+            seps.append(((run[0][0] + run[-1][1]) / 2, run[0][0], run[-1][1]))  # a gap of the whole projection
+        else:
+            best = min((c, -n) for _, _, c, n in run)
+            picked = [(a, b) for a, b, c, n in run if (c, -n) == best]
+            seps.append(((picked[0][0] + picked[-1][1]) / 2, run[0][0], run[-1][1]))
+        run.clear()
+
+    starts, ends = sorted(s.x0 for s in segs), sorted(s.x1 for s in segs)
+    g_starts, g_ends = sorted(g[0] for g in gaps), sorted(g[1] for g in gaps)
+    for a, b in zip(points, points[1:]):
+        m = (a + b) / 2
+        if b - a < 1e-6 or not lo < m < hi:
+            continue
+        cross = bisect_left(starts, m) - bisect_right(ends, m)  # segments with x0 < m < x1
+        support = bisect_right(g_starts, m) - bisect_left(g_ends, m)  # gaps with g0 <= m <= g1
+        if cross == 0 and b - a > 2.0 or cross and support >= 2 and cross <= max(1, support // 4):
+            run.append((a, b, cross, support))
+        else:
+            close()
+    close()
     return seps
+
+
+def _split_crossing(page: PageText, segs: list[_Seg], seps: list[tuple[float, float, float]]) -> list[_Seg]:
+    """Split a segment that crosses a separator at a word space inside that separator's gap: two touching cells
+    ("Departure Arrival City", "Netherlands 6 months") that the text layer ran together."""
+    out: list[_Seg] = []
+    for s in segs:
+        cross = [(x, a, b) for x, a, b in seps if s.x0 < x < s.x1]
+        if len(cross) != 1 or cross[0][1] >= cross[0][2]:  # a title or note spanning columns stays whole
+            out.append(s)
+            continue
+        ln = page.lines[s.line]
+        ks = [k for k, a in enumerate(ln.xs0) if s.x0 - 0.01 <= a and ln.xs1[k] <= s.x1 + 0.01]
+        spaces = [k for k in ks if ln.chars[k].isspace() and any(a - 1 <= ln.xs0[k] <= b + 1 for _, a, b in cross)]
+        if not spaces:
+            out.append(s)
+            continue
+        pieces: list[list[int]] = [[]]
+        for k in ks:
+            if k in spaces:
+                pieces.append([])
+            else:
+                pieces[-1].append(k)
+        for piece in filter(None, pieces):
+            text = "".join(ln.chars[k] for k in piece).strip()
+            if text:
+                out.append(_Seg(text, ln.xs0[piece[0]], max(ln.xs1[k] for k in piece), s.y, s.line, s.bold))
+    return out
+
+
+def _visual_rows(segs: list[_Seg]) -> list[list[_Seg]]:
+    """Segments grouped into visual lines (by y), each sorted left to right."""
+    by_y: list[list[_Seg]] = []
+    for s in sorted(segs, key=lambda s: (s.y, s.x0)):
+        if by_y and abs(by_y[-1][0].y - s.y) < 3.0:
+            by_y[-1].append(s)
+        else:
+            by_y.append([s])
+    return [sorted(row, key=lambda s: s.x0) for row in by_y]
 
 
 def _col(x0: float, x1: float, seps: list[float]) -> int:
@@ -206,7 +293,8 @@ def _extend_down(page: PageText, x0: float, y: float) -> float:
     """Bottom of the columnar lines running on below ``y`` (a longtable's body continues past its last rule)."""
     bottom = y
     for ln in sorted((ln for ln in page.lines if ln.y0 > y), key=lambda ln: ln.y0):
-        if ln.y0 - bottom > 1.8 * max(ln.size, 6) or ln.x0 < x0 - 4:
+        limit = (1.2 if bottom == y else 1.8) * max(ln.size, 6)  # a rule sits close above the next row's text
+        if ln.y0 - bottom > limit or ln.x0 < x0 - 4:
             break
         if len(ln.segments(_SEG_GAP_EM * ln.size)) < 2 and ln.y0 - bottom > 0.6 * max(ln.size, 6):
             # A single-cell line only belongs to the table when it wraps the row just above.
@@ -230,13 +318,17 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     segs = _segments(page, idx, [float(c) for c in cuts])
     if not segs:
         return None
-    seps = _columns(segs, [float(c) for c in cuts])
+    found = _columns(segs, [float(c) for c in cuts])
+    segs = _split_crossing(page, segs, found)
+    seps = [x for x, _, _ in found]
     ncols = len(seps) + 1
     band_rows: list[list[list[str]]] = []
+    first: list[_Seg] = []  # segments of the first band holding text (an empty band above the table is common)
     for a, b in bands:
         in_band = [s for s in segs if a < s.y < b]
         if in_band:
             band_rows.append(_band_rows(in_band, seps, ncols, merge_all=False))
+            first = first or in_band
     rows = [r for br in band_rows for r in br]
     # Drop columns empty in every row (ruled frames at the table's edges make some).
     keep = [c for c in range(ncols) if any(r[c] for r in rows)]
@@ -244,7 +336,7 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     if len(keep) < 2 or len(rows) < 2:
         return None
     header = None
-    first = [s for s in segs if bands[0][0] < s.y < bands[0][1]]
+    lefts = [min((s.x0 for s in segs if _col(s.x0, s.x1, seps) == c), default=x0) for c in keep]
     if len(band_rows) >= 2 and len(band_rows[0]) <= 3 and (
         all(s.bold for s in first)
         or (len(band_rows[0]) < sum(len(br) for br in band_rows[1:]) and len(bands) <= 4)
@@ -252,8 +344,17 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     ):
         n_head = len(band_rows[0])
         header = [" ".join(r[c] for r in rows[:n_head]).strip() for c in range(len(keep))]
-        rows = rows[n_head:]
-    return Table((x0, top, x1, bottom), header, rows, set(idx))
+        return Table((x0, top, x1, bottom), header, rows[n_head:], set(idx), rows[:n_head],
+                     all(s.bold for s in first), lefts)
+    return Table((x0, top, x1, bottom), header, rows, set(idx), columns=lefts)
+
+
+def same_layout(a: list[float], b: list[float], tol: float = 25.0) -> bool:
+    """Two tables' columns (left x of each) line up: a table on the next page continues the open one. Unknown
+    layouts (empty lists: a header carried in from another batch) are taken to match."""
+    if not a or not b:
+        return True
+    return len(a) == len(b) and all(abs(x - y) <= tol for x, y in zip(a, b))
 
 
 def pipe_row(cells: list[str]) -> str:
