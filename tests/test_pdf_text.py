@@ -345,3 +345,28 @@ def test_columns_come_from_gaps_rows_share(converter: PdfTextConverter, tmp_path
     md = converter.markdown_for_pages(str(path), [1])
     assert "| Class | Bags | Weight |" in md, md
     assert "| ComfortPremiumX | 1 | 8 kg |" in md, md
+
+
+def test_paragraph_cut_by_a_page_break_is_one_paragraph(converter: PdfTextConverter, tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF(format=(420, 595), unit="pt")
+    pdf.set_auto_page_break(False)
+    pdf.set_font("Helvetica", "", 11)
+    pdf.add_page()
+    pdf.cell(0, 14, "Intro sentence that ends here.", new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(10)
+    pdf.cell(0, 14, "The inspection must be repeated after every", new_x="LMARGIN", new_y="NEXT")
+    pdf.add_page()
+    pdf.cell(0, 14, "service visit by the technician.", new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(10)
+    pdf.cell(0, 14, "A new paragraph.", new_x="LMARGIN", new_y="NEXT")
+    pdf.add_page()
+    pdf.cell(0, 14, "lower-case start after a finished sentence stays apart.", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "split.pdf"
+    pdf.output(str(path))
+    md = converter.markdown_for_pages(str(path), [1, 2, 3])
+    assert "<!-- page 2 -->\n\nThe inspection must be repeated after every service visit by the technician." in md, md
+    paras = [e for e in parse_markdown("s", [(md, 1)]) if e.kind == "paragraph"]
+    assert [e.text for e in paras][0] == "Intro sentence that ends here."
+    assert len(paras) == 4 and paras[1].page_start == 2 and paras[3].page_start == 3

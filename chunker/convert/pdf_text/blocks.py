@@ -61,6 +61,17 @@ def _join(prev: str, nxt: str, soft: bool, keep_hard: bool) -> str:
     return prev + " " + nxt
 
 
+def join_split_paragraph(prev: PageWriter, prev_body: str, nxt: PageWriter, body: str,
+                         keep_hard: bool) -> tuple[str, str] | None:
+    """A paragraph cut by a page break (the page's last paragraph ends mid-sentence, the next page's text starts
+    lower-case) as one: (previous page's body without it, next page's body starting with the whole paragraph)."""
+    if not (prev.ends_open and nxt.starts_lower):
+        return None
+    head, _, last = prev_body.rpartition("\n\n")
+    first, sep, rest = body.partition("\n\n")
+    return head, _join(last, first, prev.soft_end, keep_hard) + sep + rest
+
+
 def _lead_in(line: Line, skip: int, whole: bool = False) -> tuple[str, str]:
     """(bold lead-in, rest) of a line's text after ``skip`` characters of its stripped text."""
     raw = "".join(line.chars)
@@ -96,11 +107,14 @@ class PageWriter:
     def __init__(self, page: PageText, stats: FontStats, state: FlowState, skip: set[int]) -> None:
         self.page, self.stats, self.state, self.skip = page, stats, state, skip
         self.out: list[str] = []
+        self.kinds: list[str] = []  # kind of each ``out`` entry: para | list | other
+        self.soft_end = False  # the last paragraph's last line ended on a soft hyphen
         self.block: _Block | None = None
         body = [ln for i, ln in enumerate(page.lines) if i not in skip]
         self.right = max((ln.x1 for ln in body), default=page.width)
         self.left = min((ln.x0 for ln in body), default=0.0)
         self.last_was_open_table = False
+        self.ends_open = self.starts_lower = False  # set by render(): see join_split_paragraph
 
     # -- blocks -------------------------------------------------------------------------------------------
     def _flush(self) -> None:
@@ -111,11 +125,14 @@ class PageWriter:
             else:
                 text = " ".join(b.items).strip()
                 self.out.append(_MD_ESCAPE.sub(r"\\\1", text))
+                self.soft_end = b.last.soft_end
+            self.kinds.append(b.kind)
         self.block = None
 
     def _emit(self, markdown: str) -> None:
         self._flush()
         self.out.append(markdown)
+        self.kinds.append("other")
         self.last_was_open_table = False
 
     def heading(self, level: int, text: str) -> None:
@@ -232,7 +249,10 @@ class PageWriter:
         self._flush()
         if not self.last_was_open_table:
             self.state.table_header, self.state.table_columns = [], []
-        return "\n\n".join(s for s in self.out if s.strip())
+        kept = [(k, s) for k, s in zip(self.kinds, self.out) if s.strip()]
+        self.ends_open = bool(kept) and kept[-1][0] == "para" and not _SENTENCE_END.search(kept[-1][1])
+        self.starts_lower = bool(kept) and kept[0][0] == "para" and kept[0][1][:1].islower()
+        return "\n\n".join(s for _, s in kept)
 
     def _object(self, obj: Table | Figure) -> None:
         if isinstance(obj, Table):

@@ -12,7 +12,7 @@ import pypdfium2 as pdfium
 
 from chunker.config import ConverterConfig
 from chunker.convert.base import PageImages
-from chunker.convert.pdf_text.blocks import FlowState, PageWriter
+from chunker.convert.pdf_text.blocks import FlowState, PageWriter, join_split_paragraph
 from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page, page_images
 from chunker.convert.pdf_text.furniture import furniture_lines, toc_lines
 from chunker.convert.pdf_text.headings import FontStats, font_stats
@@ -68,19 +68,9 @@ class PdfTextConverter:
         stats = self._prepare(pages, state)
         out: list[ConvertedBatch] = []
         for index, (a, b) in enumerate(ranges):
-            parts: list[str] = []
             errors: list[str] = [open_error] if open_error else []
-            for p in range(a, b + 1):
-                parts.append(f"<!-- page {p} -->")
-                page = pages.get(p)
-                if page is None or page.error or page.text is None:
-                    if page is not None and page.error:
-                        errors.append(f"page {p}: {page.error}")
-                    continue
-                body = self._render(page, stats, state)
-                if body:
-                    parts.append(body)
-            markdown = join_pages(parts)
+            errors += [f"page {p}: {pages[p].error}" for p in range(a, b + 1) if p in pages and pages[p].error]
+            markdown = self._markdown(pages, list(range(a, b + 1)), stats, state)
             tail = markdown[-self.cfg.context_tail_chars:] if self.cfg.context_tail_chars else ""
             ctx = BatchContext(
                 tail=tail,
@@ -101,15 +91,7 @@ class PdfTextConverter:
         read, _ = self._read(source_uri, wanted)
         state = FlowState()
         stats = self._prepare(read, state)
-        parts: list[str] = []
-        for p in wanted:
-            parts.append(f"<!-- page {p} -->")
-            page = read.get(p)
-            if page is not None and page.text is not None and not page.error:
-                body = self._render(page, stats, state)
-                if body:
-                    parts.append(body)
-        return join_pages(parts)
+        return self._markdown(read, wanted, stats, state)
 
     # -- steps --------------------------------------------------------------------------------------------
     def _read(self, source_uri: str, numbers: list[int]) -> tuple[dict[int, _Page], str]:
@@ -182,9 +164,28 @@ class PdfTextConverter:
             page.skip = skip
         return stats
 
-    def _render(self, page: _Page, stats: FontStats, state: FlowState) -> str:
-        assert page.text is not None
-        return PageWriter(page.text, stats, state, page.skip).render(page.tables, page.figures)
+    def _markdown(self, pages: dict[int, _Page], numbers: list[int], stats: FontStats, state: FlowState) -> str:
+        """One batch's Markdown: page markers and bodies, a paragraph cut by a page break made whole again."""
+        parts: list[str] = []
+        prev: tuple[int, PageWriter] | None = None  # index in parts of the previous page's body, and its writer
+        for p in numbers:
+            parts.append(f"<!-- page {p} -->")
+            page = pages.get(p)
+            if page is None or page.error or page.text is None:
+                prev = None
+                continue
+            writer = PageWriter(page.text, stats, state, page.skip)
+            body = writer.render(page.tables, page.figures)
+            if not body:
+                prev = None
+                continue
+            if prev is not None:
+                joined = join_split_paragraph(prev[1], parts[prev[0]], writer, body, state.keep_hard_hyphens)
+                if joined is not None:
+                    parts[prev[0]], body = joined
+            parts.append(body)
+            prev = (len(parts) - 1, writer)
+        return join_pages([part for part in parts if part])
 
 
 _ITEM = re.compile(r"^\s*(\d{1,3}[.)]|[-*+•])\s")
