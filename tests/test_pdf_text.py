@@ -370,3 +370,20 @@ def test_paragraph_cut_by_a_page_break_is_one_paragraph(converter: PdfTextConver
     paras = [e for e in parse_markdown("s", [(md, 1)]) if e.kind == "paragraph"]
     assert [e.text for e in paras][0] == "Intro sentence that ends here."
     assert len(paras) == 4 and paras[1].page_start == 2 and paras[3].page_start == 3
+
+
+def test_encrypted_pdf_opens_with_the_password(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    pdf = FPDF(format=(420, 595), unit="pt")
+    pdf.set_encryption(owner_password="owner", user_password="secret")
+    pdf.add_page()
+    pdf.set_font("Helvetica", "", 11)
+    pdf.cell(0, 14, "Confidential pump settings.", new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "locked.pdf"
+    pdf.output(str(path))
+    cfg = ConverterConfig(pdf_text=PdfTextConfig(ocr=False))
+    assert "Confidential pump settings." in PdfTextConverter(cfg, password="secret").markdown_for_pages(str(path), [1])
+    job = SegmentJob(doc_id="l", source_uri=str(path), source="locked.pdf", num_pages=1, segment_index=0,
+                     num_segments=1, page_start=1, page_end=1, context_start=1, batch_pages=1)
+    assert "cannot open PDF" in PdfTextConverter(cfg).convert_sync(job)[0].error

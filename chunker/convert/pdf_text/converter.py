@@ -48,8 +48,9 @@ class PdfTextConverter:
 
     name = "pdf-text"
 
-    def __init__(self, cfg: ConverterConfig, config_hash: str = "") -> None:
+    def __init__(self, cfg: ConverterConfig, config_hash: str = "", password: str | None = None) -> None:
         self.cfg = cfg
+        self.password = password  # for encrypted PDFs (intake accepts them when a password is configured)
         self.opts = cfg.pdf_text
         self.config_hash = config_hash
         self._ocr = PageOcr(self.opts.ocr_max_side_px)
@@ -99,7 +100,7 @@ class PdfTextConverter:
         pages: dict[int, _Page] = {}
         with _PDFIUM_LOCK:
             try:
-                doc = pdfium.PdfDocument(local_path(source_uri))
+                doc = pdfium.PdfDocument(local_path(source_uri), password=self.password)
             except Exception as exc:  # noqa: BLE001 - unreadable input is reported on the batch, not raised
                 return {n: _Page(n, error=f"cannot open PDF: {exc}") for n in numbers}, f"cannot open PDF: {exc}"
             try:
