@@ -11,6 +11,44 @@ from chunker.convert.pdf_text.textlayer import Line, PageText
 _MIN_SCORE = 0.5
 
 
+def restore_spaces(text: str, char_boxes: Any, pieces: Any, ink: Any, box: Any) -> str:
+    """``text`` with a space wherever two recognised characters sit either side of a blank column run in the line
+    image wider than a fifth of the line's height (a word gap; letters sit a few pixels apart). ``pieces`` and
+    ``char_boxes`` are RapidOCR's per-character text and boxes; on any mismatch the text is returned as it is."""
+    pieces = [str(p) for p in pieces or []]
+    if not pieces or len(pieces) != len(char_boxes or []) or "".join(pieces).replace(" ", "") != text.replace(" ", ""):
+        return text
+    xs = [p[0] for p in box]
+    ys = [p[1] for p in box]
+    h, w = ink.shape
+    x0, x1 = max(0, int(min(xs))), min(w, int(max(xs)) + 1)
+    y0, y1 = max(0, int(min(ys))), min(h, int(max(ys)) + 1)
+    if x1 - x0 < 2 or y1 - y0 < 2:
+        return text
+    blank = ~ink[y0:y1, x0:x1].any(axis=0)
+    min_gap = 0.2 * (y1 - y0)
+    gaps: list[float] = []  # centres (image x) of word-wide blank runs
+    k = 0
+    while k < len(blank):
+        if blank[k]:
+            j = k
+            while j < len(blank) and blank[j]:
+                j += 1
+            if j - k >= min_gap and k > 0 and j < len(blank):
+                gaps.append(x0 + (k + j) / 2)
+            k = j
+        else:
+            k += 1
+    centres = [sum(pt[0] for pt in b) / len(b) for b in char_boxes]
+    out: list[str] = []
+    for i, piece in enumerate(pieces):
+        if i and piece.strip() and out and out[-1].strip() \
+                and any(centres[i - 1] < g < centres[i] for g in gaps):
+            out.append(" ")
+        out.append(piece)
+    return "".join(out)
+
+
 class PageOcr:
     """RapidOCR, loaded on first use and kept for the converter's life (loading costs more than a small page)."""
 
@@ -32,11 +70,16 @@ class PageOcr:
 
         width, height = page.get_size()
         scale = self.max_side_px / max(width, height, 1.0)
-        image = page.render(scale=scale).to_pil().convert("RGB")
-        result, _ = self._load()(np.asarray(image))
+        pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))
+        # Word boxes: the recogniser often drops the space between words; the ink gaps put it back.
+        result, _ = self._load()(pixels, return_word_box=True)
+        ink = pixels.min(axis=2) < 128
         lines: list[Line] = []
-        for box, text, score in result or []:
-            text = str(text).strip()
+        for row in result or []:
+            box, text, score = row[0], str(row[1]), row[2]
+            if len(row) >= 5:
+                text = restore_spaces(text, row[3], row[4], ink, box)
+            text = text.strip()
             if not text or float(score) < _MIN_SCORE:
                 continue
             xs = [p[0] / scale for p in box]
