@@ -25,7 +25,7 @@ def make_converter(cfg: Config, cfg_hash: str | None = None, backend: object | N
     from chunker.convert.pdf_text import PdfTextConverter
 
     h = cfg_hash if cfg_hash is not None else config_hash(cfg)
-    text = PdfTextConverter(cfg.converter, h)
+    text = PdfTextConverter(cfg.converter, h, password=cfg.intake.password)
     if cfg.converter.backend == "pdf-text":
         return text
     from chunker.convert.vlm import VlmConverter
