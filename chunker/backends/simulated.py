@@ -24,8 +24,9 @@ not measured here (no GPU on the machine this was written on):
   1109x1568 = ~2.2k visual tokens.
 
 That gives ~4.4 pages/s per GPU when saturated, in line with what olmOCR reports for a Qwen2-VL-7B fine-tune on an
-H100 (~$190 per million pages at ~$2.7/GPU-hour, i.e. ~4 pages/s). Recalibrate ``EngineSpec`` from a real run
-(``python -m jobs.benchmark --backend vllm``) before trusting absolute figures.
+H100 (~$190 per million pages at ~$2.7/GPU-hour, i.e. ~4 pages/s). Recalibrate ``EngineSpec`` before trusting absolute
+figures: ``python -m jobs.calibrate --write-calibration FILE`` on a GPU times a random model of the real shape, and
+``EngineSpec.from_calibration(FILE)`` / ``SimulatedBackend.from_calibration(FILE)`` load what it measured.
 
 ``time_scale`` stretches (>1) or compresses (<1) simulated time against wall time, so tests run fast. The engine
 advances by the wall time that really passed (like a GPU, it keeps working while the host CPU is busy), so CPU work
@@ -44,6 +45,8 @@ import random
 import re
 from collections import deque
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
 from chunker.backends.base import GenerationRequest, GenerationResult
 from chunker.config import ModelConfig
@@ -77,6 +80,23 @@ class EngineSpec:
     def pages_per_s(self, prefill_per_page: float, output_per_page: float) -> float:
         """Saturated throughput (the roofline) for pages of the given token counts."""
         return 1.0 / (prefill_per_page / self.prefill_tokens_per_s + output_per_page / self.decode_tokens_per_s)
+
+    @classmethod
+    def from_calibration(cls, path: str | Path, **overrides: Any) -> "EngineSpec":
+        """The spec a GPU run of ``python -m jobs.calibrate --write-calibration FILE`` measured.
+
+        Reads the file's ``engine_spec`` object (or a bare object of the same fields); unknown keys are refused, so
+        a file from another tool fails loudly instead of silently keeping the defaults.
+        """
+        data = json.loads(Path(path).read_text())
+        fields = data.get("engine_spec", data) if isinstance(data, dict) else None
+        if not isinstance(fields, dict):
+            raise ValueError(f"{path}: expected a JSON object with an 'engine_spec' object")
+        known = set(cls.__dataclass_fields__)
+        unknown = set(fields) - known
+        if unknown:
+            raise ValueError(f"{path}: unknown engine_spec fields {sorted(unknown)}; known: {sorted(known)}")
+        return cls(**{**fields, **overrides})
 
 
 @dataclass
@@ -129,6 +149,11 @@ class SimulatedBackend:
         self._running: list[_Seq] = []
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
+
+    @classmethod
+    def from_calibration(cls, path: str | Path, cfg: ModelConfig | None = None, **kwargs: Any) -> "SimulatedBackend":
+        """A simulated engine of the capacity a GPU calibration run measured (see :meth:`EngineSpec.from_calibration`)."""
+        return cls(cfg, spec=EngineSpec.from_calibration(path), **kwargs)
 
     # -- answers --------------------------------------------------------------------------------------------------
     def answer_text(self, request: GenerationRequest) -> str:
