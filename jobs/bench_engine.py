@@ -27,42 +27,60 @@ from chunker.config import Config, RenderConfig, config_hash
 from chunker.convert.vlm import VlmConverter
 from chunker.intake import InputFile, inspect, plan_segments
 from chunker.pipeline import convert_segment, make_converter
-from chunker.render import render_scale
+from chunker.render import PDFIUM_LOCK, render_scale
 from chunker.types import ConvertedBatch, SegmentJob
 
 RenderMode = Literal["full", "proxy"]
 
 
 class ProxyPages:
-    """:class:`chunker.convert.base.PageImages` that renders small but reports the full render's size."""
+    """:class:`chunker.convert.base.PageImages` that renders small but reports the full render's size.
+
+    The converter renders on worker threads; pdfium is not thread-safe, so every call takes the process-wide lock
+    the real renderer takes. ``side_px=0`` skips rendering (a fixed tiny JPEG): for corpora of many thousands of
+    pages, where only the engine's token load matters and rendering is measured in the stages section.
+    """
 
     mime = "image/jpeg"
 
     def __init__(self, path: str, cfg: RenderConfig, side_px: int = 192) -> None:
         import pypdfium2 as pdfium
 
-        self._pdf = pdfium.PdfDocument(path)
+        with PDFIUM_LOCK:
+            self._pdf = pdfium.PdfDocument(path)
         self.cfg = cfg
         self.side_px = side_px
+        self._blank = b""
 
     def size(self, page: int) -> tuple[int, int]:
-        w, h = self._pdf.get_page_size(page - 1)
+        with PDFIUM_LOCK:
+            w, h = self._pdf.get_page_size(page - 1)
         s = render_scale(w, h, self.cfg)
         return round(w * s), round(h * s)
 
     def image(self, page: int) -> bytes:
-        pg = self._pdf[page - 1]
-        try:
-            w, h = pg.get_size()
-            img = pg.render(scale=self.side_px / max(w, h)).to_pil()
-        finally:
-            pg.close()
+        from PIL import Image
+
+        if self.side_px <= 0:
+            if not self._blank:
+                buf = io.BytesIO()
+                Image.new("RGB", (8, 8), "white").save(buf, format="JPEG")
+                self._blank = buf.getvalue()
+            return self._blank
+        with PDFIUM_LOCK:
+            pg = self._pdf[page - 1]
+            try:
+                w, h = pg.get_size()
+                img = pg.render(scale=self.side_px / max(w, h)).to_pil()
+            finally:
+                pg.close()
         buf = io.BytesIO()
         img.convert("RGB").save(buf, format="JPEG", quality=60)
         return buf.getvalue()
 
     def close(self) -> None:
-        self._pdf.close()
+        with PDFIUM_LOCK:
+            self._pdf.close()
 
 
 @dataclass
