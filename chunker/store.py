@@ -294,10 +294,12 @@ class ChunkStore:
         out: set[str] = set()
         # Lite cannot hand out an MVCC timestamp, so pymilvus warns on every iterator; the fallback it uses
         # (a client-side timestamp) is right for us, so that one warning is silenced for the call.
-        log = logging.getLogger("pymilvus.client.iterator.query_iterator")
-        level = log.level
+        # The in-process Lite server also logs the refused timestamp call as an ERROR with a traceback.
+        logs = [logging.getLogger("pymilvus.client.iterator.query_iterator"), logging.getLogger("grpc._server")]
+        levels = [log.level for log in logs]
         if self.lite:
-            log.setLevel(logging.ERROR)
+            for log in logs:
+                log.setLevel(logging.CRITICAL)
         try:
             it = self.client.query_iterator(self.collection, batch_size=1000, filter="", output_fields=["chunk_id"])
             try:
@@ -306,7 +308,8 @@ class ChunkStore:
             finally:
                 it.close()
         finally:
-            log.setLevel(level)
+            for log, level in zip(logs, levels):
+                log.setLevel(level)
         return out
 
     def search(
