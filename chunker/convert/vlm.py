@@ -96,6 +96,10 @@ def _page_ranges(pages: list[int]) -> str:
     return ", ".join(out)
 
 
+# One batch's rendered pages: encoded images and (width, height), keyed by page number.
+Rendered = tuple[dict[int, bytes], dict[int, tuple[int, int]]]
+
+
 class VlmConverter:
     """Converter protocol implementation over any :class:`ModelBackend`."""
 
@@ -123,18 +127,32 @@ class VlmConverter:
             raise ValueError("VlmConverter needs rendered pages (needs_images() is True)")
         ctx = BatchContext()
         out: list[ConvertedBatch] = []
-        for bi, (a, b) in enumerate(job.batches()):
-            batch, ctx = await self._batch(job, bi, a, b, ctx, images)
-            out.append(batch)
+        ranges = job.batches()
+
+        def render(i: int) -> asyncio.Task[Rendered]:
+            # Rendering is CPU work: off the event loop, so the actor's other chains keep moving meanwhile.
+            return asyncio.ensure_future(asyncio.to_thread(_render_batch, images, list(range(ranges[i][0],
+                                                                                             ranges[i][1] + 1))))
+
+        pending = render(0)
+        try:
+            for bi, (a, b) in enumerate(ranges):
+                rendered = await pending
+                # The next batch renders while this one is with the model: its pages are ready when it is its turn.
+                pending = render(bi + 1) if bi + 1 < len(ranges) else None
+                batch, ctx = await self._batch(job, bi, a, b, ctx, images, rendered)
+                out.append(batch)
+        finally:
+            if pending is not None and not pending.done():
+                pending.cancel()
         return out
 
     async def _batch(
-        self, job: SegmentJob, bi: int, a: int, b: int, ctx: BatchContext, images: PageImages
+        self, job: SegmentJob, bi: int, a: int, b: int, ctx: BatchContext, images: PageImages, rendered: Rendered
     ) -> tuple[ConvertedBatch, BatchContext]:
         pages = list(range(a, b + 1))
         # Rendered once per batch: retries and single-page splits reuse the same images.
-        # Rendering is CPU work: off the event loop, so the other chains of this actor keep moving meanwhile.
-        imgs, sizes = await asyncio.to_thread(_render_batch, images, pages)
+        imgs, sizes = rendered
         tally = _Tally()
         done = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally)
         if done is not None:
@@ -269,7 +287,7 @@ class VlmConverter:
         return md, BatchContext(ctx.summary, _tail(md, self.cfg.context_tail_chars), path, "")
 
 
-def _render_batch(images: PageImages, pages: list[int]) -> tuple[dict[int, bytes], dict[int, tuple[int, int]]]:
+def _render_batch(images: PageImages, pages: list[int]) -> Rendered:
     return {p: images.image(p) for p in pages}, {p: images.size(p) for p in pages}
 
 
