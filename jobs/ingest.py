@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.intake import InputError, is_manifest
+from chunker.intake import InputError
 from chunker.runstore import RunStore
 from jobs.common import base_parser, init_ray, load_or_exit, setup_logging
 from jobs.ledger import Ledger, store_target
@@ -97,17 +97,17 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     from chunker.embed import Embedder
     from chunker.sources import kind
     from chunker.store import ChunkStore
-    from jobs.inputs import input_dataset, write_listing
+    from jobs.inputs import direct_manifest, input_dataset, write_listing
 
     t0 = time.perf_counter()
     out_uri = output or cfg.output.dir
     runstore = RunStore(out_uri)
     h = config_hash(cfg)
     target = store_target(cfg.milvus.uri, cfg.milvus.collection)
-    if (is_manifest(input_path) and not any(ch in input_path for ch in "*?[")) and kind(input_path) != "file":
+    if direct_manifest(input_path) and kind(input_path) != "file":
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
-    listed = None if (is_manifest(input_path) and not any(ch in input_path for ch in "*?[")) else write_listing(input_path, cfg, runstore)
+    listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
     init_ray(cfg)
     dim = Embedder.dimension(cfg.embed)
     store = ChunkStore(cfg.milvus, dim)

@@ -19,6 +19,11 @@ from chunker.runstore import RunStore
 from chunker.sources import uri_of
 
 
+def direct_manifest(input_path: str) -> bool:
+    """A manifest file (not a glob matching manifests): Ray reads it itself, no listing is written."""
+    return is_manifest(input_path) and not any(ch in input_path for ch in "*?[")
+
+
 def manifest_rows(row: dict[str, Any], base_uri: str) -> list[dict[str, Any]]:
     """flat_map over manifest lines: one input row, none for blanks, or one failed row for a bad line."""
     line = row["text"]
@@ -60,7 +65,7 @@ def input_dataset(input_path: str, cfg: Config, runstore: RunStore,
     """The dataset of input rows, or None when the input names no file. ``listed``: parts already written."""
     import ray
 
-    if listed is None and (is_manifest(input_path) and not any(ch in input_path for ch in "*?[")):
+    if listed is None and direct_manifest(input_path):
         uris = [input_path]
         base = input_path.rsplit("/", 1)[0] if "://" in input_path else _parent(input_path)
     else:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pypdfium2 as pdfium

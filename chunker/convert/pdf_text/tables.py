@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chunker.convert.pdf_text.textlayer import Line, PageText
+from chunker.convert.pdf_text.textlayer import PageText
 
 _HRULE_MAX_H = 3.0
 _MIN_RULE_W = 15.0
