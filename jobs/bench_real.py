@@ -95,7 +95,9 @@ def run_real(cfg: Config, size: dict[str, Any], out: Path, seed: int, gpu_hour_u
 
     gpus = gpu_count()  # fails first, and clearly, on a machine without GPUs
     per_engine = cfg.converter.model.tensor_parallel_size
-    sections, util, seconds = timed(experiments, cfg, size, out, seed, lambda _ts: (lambda _i: backend_for(cfg)),
+    # A real engine must see real pages (full renders), and one process drives one engine: scaling is over Ray actors.
+    real_size = dict(size, render="full", actors=[1])
+    sections, util, seconds = timed(experiments, cfg, real_size, out, seed, lambda _ts: (lambda _i: backend_for(cfg)),
                                     1.0, cfg.ray.convert_concurrency)
     eff = sections["efficiency"]
     per_gpu = eff["pages_per_s"] / per_engine

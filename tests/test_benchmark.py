@@ -102,20 +102,49 @@ def test_benchmark_tiny_report_shape(tmp_path: Path) -> None:
     out = tmp_path / "bench"
     assert main(["--tiny", "--no-e2e", "--no-embed", "--output", str(out)]) == 0
     rep = json.loads((out / "report.json").read_text())
-    assert {"meta", "efficiency", "scaling", "doc_length", "long_doc", "stages", "plots"} <= set(rep)
+    assert {"meta", "efficiency", "order", "scaling", "strong_scaling", "doc_length", "long_doc", "stages",
+            "plots"} <= set(rep)
     assert rep["meta"]["mode"] == "simulated"
-    for key in ("pages_per_s", "capacity_pages_per_s", "efficiency", "steady_efficiency", "occupancy"):
+    for key in ("pages_per_s", "capacity_pages_per_s", "efficiency", "steady_efficiency", "mid80_efficiency",
+                "occupancy"):
         assert key in rep["efficiency"]
-    assert [r["actors"] for r in rep["scaling"]] == [1, 2] and "of_linear" in rep["scaling"][1]
+    assert [r["order"] for r in rep["order"]] == ["arrival", "longest"]
+    assert rep["order"][0]["pages"] == rep["order"][1]["pages"] == rep["efficiency"]["pages"]
+    for key in ("scaling", "strong_scaling"):
+        assert [r["actors"] for r in rep[key]] == [1, 2] and "steady_of_linear" in rep[key][1]
+    weak, strong = rep["scaling"], rep["strong_scaling"]
+    assert weak[1]["pages"] > weak[0]["pages"] and strong[1]["pages"] == strong[0]["pages"]  # weak grows, strong fixed
     assert [r["length"] for r in rep["doc_length"]] == [10, 40]
+    for r in rep["doc_length"]:  # probes among background documents: the run holds more than the probes
+        assert r["pages"] > r["length"] * r["probe_docs"] and r["work_s_per_page"] > 0 and r["latency_s"] > 0
     assert rep["long_doc"]["long"]["segments"] > 1 and rep["long_doc"]["ratio"] > 0
     assert set(rep["stages"]["ms_per_page"]) == {"render", "encode", "convert_pdf_text", "parse", "plan"}
     for name in ("throughput_vs_actors.png", "per_page_vs_length.png", "stage_cost.png"):
         assert (out / name).stat().st_size > 1000
     md = (out / "report.md").read_text()
-    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) One long", "(e) CPU stages"):
+    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) Single-document", "(e) CPU stages"):
         assert heading in md
     assert rep["efficiency"]["failed_segments"] == 0
+
+
+def test_window_rates_and_longest_first_order() -> None:
+    from chunker.types import SegmentJob
+    from jobs.bench_engine import Done, order_jobs, window_rates
+
+    # 10 pages per engine-second for 100 s, then a tail of 20 pages over 100 s.
+    log = [Done(t=float(t), doc="d", pages=10, work_s=0.0) for t in range(1, 101)]
+    log += [Done(t=100.0 + 10 * i, doc="d", pages=2, work_s=0.0) for i in range(1, 11)]
+    steady, mid = window_rates(log, drain_at=100.0, engine_s=200.0)
+    assert steady == 10.0 and abs(mid - 10.0) < 0.2  # the tail belongs to neither window
+    assert window_rates(log, drain_at=0.0, engine_s=200.0)[0] == 0.0  # the queue was never full
+
+    def job(i: int, pages: int) -> SegmentJob:
+        return SegmentJob(doc_id=f"d{i}", source_uri="", source="", num_pages=pages, segment_index=0, num_segments=1,
+                          page_start=1, page_end=pages, context_start=1, batch_pages=4)
+
+    jobs = [job(0, 5), job(1, 64), job(2, 20), job(3, 64)]
+    assert [j.doc_id for j in order_jobs(jobs, "longest")] == ["d1", "d3", "d2", "d0"]
+    assert order_jobs(jobs, "arrival") == jobs
 
 
 def test_real_mode_fails_clearly_without_a_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
