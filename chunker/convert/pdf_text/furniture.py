@@ -13,6 +13,7 @@ from chunker.convert.pdf_text.textlayer import Line, PageText
 
 _BAND = 0.11  # share of the page height searched for headers/footers at top and bottom
 _EDGE_LINES = 3  # lines per band considered
+_MAX_NUMBERED_FURNITURE = 60  # longest running line whose numbers may change from page to page
 _PAGE_NUMBER = re.compile(
     r"^(?:[-–—]\s*)?(?:page|p\.|seite|página|pagina)?\s*(?:\d{1,4}|[ivxlcdm]{1,6})"
     r"(?:\s*(?:of|/|von|de)\s*\d{1,4})?(?:\s*[-–—])?$",
@@ -36,6 +37,15 @@ def _band_lines(page: PageText) -> list[tuple[int, Line]]:
     return top[:_EDGE_LINES] + bottom[-_EDGE_LINES:]
 
 
+def _repeats(text: str, seen: Counter[str], exact: Counter[str], need: int) -> bool:
+    """A running header/footer: the same line on most pages, or a short line that differs only in its numbers
+    ("Chapter 3 - Page 12"). A long sentence that differs only in numbers is body text that happens to start every
+    page the same way, so it needs to repeat exactly."""
+    if exact[text.strip()] >= need:
+        return True
+    return len(text.strip()) <= _MAX_NUMBERED_FURNITURE and seen[_norm(text)] >= need
+
+
 def is_page_number(text: str) -> bool:
     t = text.strip()
     return bool(t) and len(t) <= 24 and bool(_PAGE_NUMBER.match(t))
@@ -45,16 +55,18 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True) -> dict[i
     """Per page (1-based number), indexes of lines that are headers, footers or page numbers."""
     out: dict[int, set[int]] = {p.page: set() for p in pages}
     seen: Counter[str] = Counter()
+    exact: Counter[str] = Counter()
     bands: dict[int, list[tuple[int, Line]]] = {}
     for p in pages:
         bands[p.page] = _band_lines(p)
         seen.update({_norm(ln.text) for _, ln in bands[p.page]})
+        exact.update({ln.text.strip() for _, ln in bands[p.page]})
     need = max(2, math.ceil(0.5 * len(pages)))
     for p in pages:
         for i, ln in bands[p.page]:
             if is_page_number(ln.text):
                 out[p.page].add(i)
-            elif drop_repeated and len(pages) >= 2 and seen[_norm(ln.text)] >= need:
+            elif drop_repeated and len(pages) >= 2 and _repeats(ln.text, seen, exact, need):
                 out[p.page].add(i)
         # A lone page number may sit just outside the band on short pages: take the last line if it is one.
         if p.lines and is_page_number(p.lines[-1].text) and p.lines[-1].y0 > p.height * 0.75:
