@@ -170,6 +170,9 @@ class RetrievalConfig(_Section):
         description="Words that mark a question as visual.",
     )
     figure_boost: float = Field(1.35, ge=1, description="Score multiplier for figure chunks on visual questions.")
+    query_cache_size: int = Field(
+        256, ge=0, description="Query embeddings kept in a per-process LRU cache keyed by the question (0: off)."
+    )
 
 
 class RayConfig(_Section):
@@ -207,6 +210,17 @@ class ServeConfig(_Section):
     min_replicas: int = Field(1, ge=0, description="Fewest replicas when autoscaling.")
     max_replicas: int = Field(4, ge=1, description="Most replicas when autoscaling.")
     target_ongoing_requests: float = Field(4.0, gt=0, description="Ongoing requests per replica the autoscaler aims at.")
+    max_batch_size: int = Field(
+        16, ge=1, description="Concurrent queries a replica embeds and searches together (one model call, one "
+        "Milvus call per filter); 1 turns batching off."
+    )
+    batch_wait_timeout_s: float = Field(
+        0.0, ge=0, description="Extra wait for company when a query finds the replica idle (0: none); under load a "
+        "batch is every query that arrived while the previous one ran, without waiting."
+    )
+    torch_threads: int = Field(
+        0, ge=0, description="torch intra-op threads per replica (0: the replica's num_cpus rounded up, at least 1)."
+    )
 
 
 class Config(_Section):

@@ -10,8 +10,11 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
 
 from chunker.config import Config
 from chunker.embed import Embedder
@@ -69,9 +72,20 @@ class Hit:
 
 
 @dataclass
+class Query:
+    """One question of a :meth:`Retriever.search_many` batch."""
+
+    question: str
+    k: int = 5
+    filters: QueryFilters | None = None
+    rerank: bool | None = None  # None: retrieval.rerank decides
+
+
+@dataclass
 class SearchResult:
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)  # embed, search, rerank
+    batch_size: int = 1  # questions embedded (and searched, per filter group) together with this one
 
 
 def is_visual_question(question: str, keywords: list[str]) -> bool:
@@ -114,6 +128,8 @@ class Retriever:
         self._store = store
         self._embedder = embedder
         self._reranker = reranker
+        # question -> vector; a retriever is used by one thread at a time (the Serve batch handler).
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
 
     @property
     def embedder(self) -> Embedder:
@@ -143,36 +159,103 @@ class Retriever:
     def search(
         self, question: str, k: int = 5, filters: QueryFilters | None = None, rerank: bool | None = None
     ) -> SearchResult:
-        rc = self.cfg.retrieval
-        if not question or not question.strip():
-            raise ValueError("question must not be empty")
-        if k < 1:
-            raise ValueError(f"k must be >= 1 (got {k})")
-        timings = {"embed": 0.0, "search": 0.0, "rerank": 0.0}
-        visual = is_visual_question(question, rc.visual_keywords)
-        want_rerank = rc.rerank if rerank is None else rerank
-        # Fail before any work when a rerank cannot happen (visual questions skip the cross-encoder anyway).
-        scorer = self.reranker() if want_rerank and not visual else None
+        out = self.search_many([Query(question, k, filters, rerank)])[0]
+        if isinstance(out, BaseException):
+            raise out
+        return out
 
-        vector = None
+    def search_many(self, queries: list[Query]) -> list[SearchResult | Exception]:
+        """Answer several questions at once: one embedding call, one store call per distinct filter.
+
+        The result list matches ``queries``; a question that cannot be answered (empty, bad k, bad filter,
+        rerank unavailable, store error) holds its exception, so one bad request never fails its neighbours.
+        ``timings_ms`` of a result are those of the shared steps it took part in (the batch's embed, its
+        filter group's search) plus its own rerank.
+        """
+        rc = self.cfg.retrieval
+        out: list[SearchResult | Exception | None] = [None] * len(queries)
+        plans: list[tuple[int, bool, Any, str, dict[str, Any] | None]] = []  # (i, visual, scorer, expr, params)
+        for i, q in enumerate(queries):
+            try:
+                if not q.question or not q.question.strip():
+                    raise ValueError("question must not be empty")
+                if q.k < 1:
+                    raise ValueError(f"k must be >= 1 (got {q.k})")
+                visual = is_visual_question(q.question, rc.visual_keywords)
+                want_rerank = rc.rerank if q.rerank is None else q.rerank
+                # Fail before any work when a rerank cannot happen (visual questions skip the cross-encoder anyway).
+                scorer = self.reranker() if want_rerank and not visual else None
+                expr, params = build_filter(q.filters)
+                plans.append((i, visual, scorer, expr, params))
+            except Exception as exc:  # noqa: BLE001 - the request's own error, returned in its slot
+                out[i] = exc
+        if not plans:
+            return out  # type: ignore[return-value]
+
+        vectors: dict[int, np.ndarray] = {}
+        embed_ms = 0.0
         if rc.mode in ("dense", "hybrid"):  # BM25 alone needs no vector (and no model load)
             t = time.perf_counter()
-            vector = self.embedder.encode([question])[0]
-            timings["embed"] = (time.perf_counter() - t) * 1000
+            try:
+                vecs = self._embed([queries[i].question for i, *_ in plans])
+            except Exception as exc:  # noqa: BLE001 - every question of the batch shares the failure
+                for i, *_ in plans:
+                    out[i] = exc
+                return out  # type: ignore[return-value]
+            embed_ms = (time.perf_counter() - t) * 1000
+            vectors = {i: v for (i, *_), v in zip(plans, vecs)}
 
-        expr, params = build_filter(filters)
-        t = time.perf_counter()
-        rows = self.store.search(
-            vector, question, mode=rc.mode, limit=max(rc.candidates, k), filter_expr=expr,
-            filter_params=params, fusion=rc.fusion, rrf_k=rc.rrf_k, dense_weight=rc.dense_weight,
-        )
-        timings["search"] = (time.perf_counter() - t) * 1000
+        groups: dict[str, list[tuple[int, bool, Any, str, dict[str, Any] | None]]] = {}
+        for plan in plans:
+            groups.setdefault(repr((plan[3], sorted((plan[4] or {}).items()))), []).append(plan)
+        for group in groups.values():
+            idx = [p[0] for p in group]
+            expr, params = group[0][3], group[0][4]
+            t = time.perf_counter()
+            try:
+                rows_per_q = self.store.search_batch(
+                    np.stack([vectors[i] for i in idx]) if vectors else None,
+                    [queries[i].question for i in idx], mode=rc.mode,
+                    limit=max(rc.candidates, max(queries[i].k for i in idx)), filter_expr=expr,
+                    filter_params=params, fusion=rc.fusion, rrf_k=rc.rrf_k, dense_weight=rc.dense_weight,
+                )
+            except Exception as exc:  # noqa: BLE001 - the group's questions share the failure
+                for i in idx:
+                    out[i] = exc
+                continue
+            search_ms = (time.perf_counter() - t) * 1000
+            for (i, visual, scorer, _, _), rows in zip(group, rows_per_q):
+                timings = {"embed": embed_ms, "search": search_ms, "rerank": 0.0}
+                try:
+                    out[i] = self._finish(queries[i], rows, visual, scorer, timings)
+                    out[i].batch_size = len(plans)  # type: ignore[union-attr]
+                except Exception as exc:  # noqa: BLE001 - e.g. a reranker that misbehaves on this question
+                    out[i] = exc
+        return out  # type: ignore[return-value]
 
+    def _embed(self, questions: list[str]) -> list[np.ndarray]:
+        """Query vectors, from a small LRU cache where the same question was asked recently."""
+        size = self.cfg.retrieval.query_cache_size
+        missing = list(dict.fromkeys(q for q in questions if q not in self._cache))
+        if missing:
+            for q, v in zip(missing, self.embedder.encode(missing)):
+                self._cache[q] = v
+        vecs = [self._cache[q] for q in questions]
+        for q in dict.fromkeys(questions):
+            self._cache.move_to_end(q)
+        while len(self._cache) > size:
+            self._cache.popitem(last=False)
+        return vecs
+
+    def _finish(
+        self, q: Query, rows: list[dict[str, Any]], visual: bool, scorer: Reranker | None, timings: dict[str, float]
+    ) -> SearchResult:
+        rc = self.cfg.retrieval
         if visual:
             rows = boost_figures(rows, rc.figure_boost)
         elif scorer is not None and rows:
             t = time.perf_counter()
-            scores = scorer.score(question, [passage_text(r) for r in rows])
+            scores = scorer.score(q.question, [passage_text(r) for r in rows])
             if len(scores) != len(rows):
                 raise RuntimeError(f"reranker returned {len(scores)} scores for {len(rows)} passages")
             rows = [dict(r, score=float(s)) for r, s in zip(rows, scores)]
@@ -186,7 +269,7 @@ class Retriever:
                 page_start=int(r.get("page_start") or 0), page_end=int(r.get("page_end") or 0),
                 modality=r.get("modality") or "text",
             )
-            for i, r in enumerate(rows[:k])
+            for i, r in enumerate(rows[: q.k])
         ]
         return SearchResult(hits=hits, timings_ms=timings)
 

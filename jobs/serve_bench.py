@@ -7,6 +7,10 @@ and tears everything down. It reports; it never asserts.
 
     python -m jobs.serve_bench --quick                 # 5k chunks, 10 s
     python -m jobs.serve_bench --chunks 100000 --clients 8 --duration 60
+    python -m jobs.serve_bench --chunks 100000 --db /tmp/bench100k.db   # keep the collection, reuse it next time
+
+The query-embedding cache is off unless ``--set retrieval.query_cache_size=N`` turns it on: the bench cycles
+through 200 questions, and a cache would measure the cache.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -152,7 +157,8 @@ async def _client(
                 r = await http.post("/v1/query", json=body)
                 code = str(r.status_code)
                 if r.status_code == 200:
-                    server.append(r.json()["timings_ms"])
+                    data = r.json()
+                    server.append(dict(data["timings_ms"], batch_size=float(data.get("batch_size", 1))))
                     lat.append((time.perf_counter() - t) * 1000.0)
             except Exception as exc:  # noqa: BLE001 - a failed request is a data point, not a crash
                 code = type(exc).__name__
@@ -181,10 +187,23 @@ async def drive(base: str, clients: int, duration_s: float) -> dict[str, Any]:
         "latency_ms_max": round(float(arr.max()), 1),
     }
     if server:
-        report["server_ms_mean"] = {
-            key: round(float(np.mean([s.get(key, 0.0) for s in server])), 1) for key in ("embed", "search", "rerank", "total")
-        }
+        report.update(server_breakdown(server))
     return report
+
+
+SERVER_KEYS = ("embed", "search", "rerank", "queue", "wait", "total")
+
+
+def server_breakdown(server: list[dict[str, float]]) -> dict[str, Any]:
+    """Replica-side timings of answered requests: mean and p50/p99 per step, and the batch sizes seen."""
+    cols = {key: np.asarray([s.get(key, 0.0) for s in server]) for key in (*SERVER_KEYS, "batch_size")}
+    return {
+        "server_ms_mean": {k: round(float(cols[k].mean()), 1) for k in SERVER_KEYS},
+        "server_ms_p50": {k: round(float(np.percentile(cols[k], 50)), 1) for k in SERVER_KEYS},
+        "server_ms_p99": {k: round(float(np.percentile(cols[k], 99)), 1) for k in SERVER_KEYS},
+        "batch_size_mean": round(float(cols["batch_size"].mean()), 2),
+        "batch_size_max": int(cols["batch_size"].max()),
+    }
 
 
 def _wait_port(port: int, timeout_s: float) -> None:
@@ -207,6 +226,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--replicas", type=int, default=1, help="Query replicas.")
     p.add_argument("--quick", action="store_true", help="5,000 chunks and 10 s of load.")
     p.add_argument("--json", default=None, help="Also write the report to this file.")
+    p.add_argument("--db", default=None, help="Milvus Lite directory to keep: loaded when missing, reused as is when "
+                   "it exists (loading 100k chunks takes minutes).")
     ns = p.parse_args(argv)
     if ns.quick:
         ns.chunks, ns.duration = min(ns.chunks, 5_000), min(ns.duration, 10.0)
@@ -226,21 +247,31 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="serve_bench_"))
     milvus_port, http_port = free_port(), free_port()
     uri = f"http://127.0.0.1:{milvus_port}"
-    overrides = [*ns.set, f"milvus.uri={uri}", f"serve.replicas={ns.replicas}", "serve.autoscaling=false"]
+    overrides = ["retrieval.query_cache_size=0", *ns.set, f"milvus.uri={uri}", f"serve.replicas={ns.replicas}",
+                 "serve.autoscaling=false"]
     app_args = {"config": ns.config, "set": overrides}
     cfg = config_from_args(app_args)
-    lite_dir = work / "milvus.db"
-    report: dict[str, Any] = {"chunks": ns.chunks, "replicas": ns.replicas, "mode": cfg.retrieval.mode}
+    lite_dir = Path(ns.db).resolve() if ns.db else work / "milvus.db"
+    s = cfg.serve
+    report: dict[str, Any] = {
+        "chunks": ns.chunks, "replicas": ns.replicas, "mode": cfg.retrieval.mode, "num_cpus": s.num_cpus,
+        "max_batch_size": s.max_batch_size, "batch_wait_timeout_s": s.batch_wait_timeout_s,
+        "torch_threads": s.torch_threads, "query_cache_size": cfg.retrieval.query_cache_size,
+        "load_avg_before": [round(x, 2) for x in os.getloadavg()],
+    }
     server: subprocess.Popen[bytes] | None = None
     try:
         from chunker.embed import Embedder
 
         dim = Embedder(cfg.embed).dim
-        print(f"loading {ns.chunks:,} synthetic chunks (dim {dim}) into {lite_dir}", flush=True)
-        load_s = load_in_child(cfg.model_copy(update={"milvus": cfg.milvus.model_copy(update={"uri": str(lite_dir)})}),
-                               ns.chunks, dim)
-        report["load_s"] = round(load_s, 1)
-        report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
+        if lite_dir.exists():
+            print(f"reusing the collection in {lite_dir} (--chunks is not checked against it)", flush=True)
+        else:
+            print(f"loading {ns.chunks:,} synthetic chunks (dim {dim}) into {lite_dir}", flush=True)
+            lite_cfg = cfg.model_copy(update={"milvus": cfg.milvus.model_copy(update={"uri": str(lite_dir)})})
+            load_s = load_in_child(lite_cfg, ns.chunks, dim)
+            report["load_s"] = round(load_s, 1)
+            report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
         # The replicas reach the same directory through a server: several processes may then share it.
         exe = Path(sys.executable).with_name("milvus-lite")
         server = subprocess.Popen(
@@ -258,6 +289,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         asyncio.run(drive(base, 1, 2.0))  # warm-up: first searches load the collection and JIT paths
         print(f"driving {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
         report.update(asyncio.run(drive(base, ns.clients, ns.duration)))
+        report["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
     finally:
         if ray.is_initialized():
             try:
@@ -281,7 +313,11 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s")
     print(f"requests {r.get('requests')} in {r.get('duration_s')} s; ok {r.get('ok')} = {r.get('requests_per_s')} req/s")
     print(f"latency ms (ok requests)  p50 {lat.get('p50')}  p95 {lat.get('p95')}  p99 {lat.get('p99')}  max {r.get('latency_ms_max')}")
-    print(f"server-side mean ms {r.get('server_ms_mean')}")
+    print(f"server-side ms  mean {r.get('server_ms_mean')}")
+    print(f"                p50  {r.get('server_ms_p50')}")
+    print(f"                p99  {r.get('server_ms_p99')}")
+    print(f"batch size mean {r.get('batch_size_mean')} max {r.get('batch_size_max')}; num_cpus {r.get('num_cpus')}; "
+          f"load average before {r.get('load_avg_before')} after {r.get('load_avg_after')}")
     print(f"errors {r.get('errors') or 'none'}")
     print(json.dumps(r, sort_keys=True))
 

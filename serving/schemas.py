@@ -41,6 +41,11 @@ class Timings(BaseModel):
     search: float = Field(0.0, description="Milvus search (all legs), ms.")
     rerank: float = Field(0.0, description="Cross-encoder rerank and boosts, ms.")
     total: float = Field(0.0, description="Whole request inside the replica, ms.")
+    queue: float = Field(0.0, description="Waiting for a batch to start (the previous batch still running), ms.")
+    wait: float = Field(
+        0.0, description="Rest of total: waiting for the batch to form and run, the batch's other filter groups, "
+        "request handling, ms."
+    )
 
 
 class QueryResponse(BaseModel):
@@ -50,6 +55,7 @@ class QueryResponse(BaseModel):
     rerank: bool = Field(..., description="Whether the cross-encoder rerank was asked for.")
     hits: list[HitOut]
     timings_ms: Timings
+    batch_size: int = Field(1, description="Queries the replica embedded and searched together with this one.")
 
 
 class ErrorDetail(BaseModel):

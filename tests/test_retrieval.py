@@ -11,7 +11,7 @@ from chunker.config import Config
 from chunker.embed import Embedder
 from chunker.filters import QueryFilters
 from chunker.retrieval import (
-    CrossEncoderReranker, Hit, Reranker, RerankerUnavailable, Retriever, boost_figures, is_visual_question,
+    CrossEncoderReranker, Hit, Query, Reranker, RerankerUnavailable, Retriever, boost_figures, is_visual_question,
 )
 from chunker.store import ChunkStore
 from chunker.types import Chunk
@@ -126,6 +126,10 @@ class FakeStore:
         self.calls.append(kw)
         return [dict(r) for r in self.rows]
 
+    def search_batch(self, dense, texts, **kw) -> list[list[dict]]:
+        self.calls.append(dict(kw, texts=list(texts)))
+        return [[dict(r) for r in self.rows] for _ in texts]
+
 
 def row(cid: str, score: float, modality: str = "text", text: str = "") -> dict:
     return {"chunk_id": cid, "score": score, "modality": modality, "text": text or cid, "breadcrumb": "B",
@@ -217,3 +221,64 @@ def test_bad_arguments(cfg: Config, store: ChunkStore, embedder: Embedder) -> No
         r.search("  ")
     with pytest.raises(ValueError):
         r.search("q", k=0)
+
+
+def test_search_many_matches_search_and_groups_by_filter(cfg: Config, store: ChunkStore, embedder: Embedder) -> None:
+    r = retriever(cfg, store, embedder)
+    queries = [
+        Query("How do I mount the controller on a rail?", k=3),
+        Query(CODE_QUESTION, k=9, filters=QueryFilters(doc_id="docA")),
+        Query("controller", k=9, filters=QueryFilters(doc_id="docB")),
+        Query("What is the warranty?", k=2),
+    ]
+    calls = []
+    search_batch = store.search_batch
+
+    def spy(dense, texts, **kw):
+        calls.append(list(texts))
+        return search_batch(dense, texts, **kw)
+
+    r._store = type("Spy", (), {"search_batch": staticmethod(spy)})()  # type: ignore[assignment]
+    batch = r.search_many(queries)
+    r._store = store
+    assert len(calls) == 3 and sorted(map(len, calls)) == [1, 1, 2]  # two unfiltered questions share one call
+    for q, res in zip(queries, batch):
+        assert not isinstance(res, Exception)
+        one = r.search(q.question, k=q.k, filters=q.filters)
+        assert [h.chunk_id for h in res.hits] == [h.chunk_id for h in one.hits] and len(res.hits) <= q.k
+        assert res.batch_size == 4 and res.timings_ms["embed"] > 0
+    assert {h.doc_id for h in batch[2].hits} == {"docB"}
+
+
+def test_search_many_keeps_errors_in_their_slot(embedder: Embedder) -> None:
+    store = FakeStore([row("a", 0.9), row("b", 0.8)])
+    r = Retriever(Config(), store=store, embedder=embedder)  # type: ignore[arg-type]
+    out = r.search_many([Query("  "), Query("which part?", k=1), Query("q", k=0), Query("which part?", rerank=True)])
+    assert isinstance(out[0], ValueError) and isinstance(out[2], ValueError)
+    assert isinstance(out[3], RerankerUnavailable)
+    assert [h.chunk_id for h in out[1].hits] == ["a"]  # type: ignore[union-attr]
+    assert [c["texts"] for c in store.calls] == [["which part?"]]  # failed questions cost no search
+    assert r.search_many([]) == []
+
+
+def test_query_embedding_cache_is_an_lru(embedder: Embedder) -> None:
+    cfg = Config()
+    cfg.retrieval.query_cache_size = 2
+    r = Retriever(cfg, store=FakeStore([row("a", 1.0)]), embedder=embedder)  # type: ignore[arg-type]
+    encoded: list[list[str]] = []
+    real = embedder.encode
+
+    class Counting:
+        dim = embedder.dim
+
+        def encode(self, texts: list[str]) -> np.ndarray:
+            encoded.append(list(texts))
+            return real(texts)
+
+    r._embedder = Counting()  # type: ignore[assignment]
+    r.search_many([Query("alpha"), Query("beta"), Query("alpha")])
+    r.search("alpha")
+    r.search("gamma")  # evicts beta, the least recently used
+    r.search("beta")
+    assert encoded == [["alpha", "beta"], ["gamma"], ["beta"]]
+    assert np.allclose(r._embed(["alpha"])[0], real(["alpha"])[0])

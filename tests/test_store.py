@@ -124,6 +124,28 @@ def test_search_modes_and_scores(filter_store: ChunkStore) -> None:
         filter_store.search(None, "", mode="sparse")
 
 
+def test_search_batch_answers_each_query_as_search_does(filter_store: ChunkStore) -> None:
+    qv = vecs(15)[[4, 7, 11]]
+    texts = ["number 1", "number 2", "number 0"]
+    expr, params = build_filter(QueryFilters(modality="text"))
+    for mode in ("dense", "sparse", "hybrid"):
+        for fexpr, fparams in (("", None), (expr, params)):
+            batch = filter_store.search_batch(qv, texts, mode=mode, limit=5, filter_expr=fexpr, filter_params=fparams)
+            single = [filter_store.search(v, t, mode=mode, limit=5, filter_expr=fexpr, filter_params=fparams)
+                      for v, t in zip(qv, texts)]
+            assert [[r["chunk_id"] for r in rows] for rows in batch] == [[r["chunk_id"] for r in rows] for rows in single]
+            assert all(r["modality"] == "text" for rows in batch for r in rows) or not fexpr
+    # Blank texts in a hybrid batch go dense, the others stay hybrid, each in its own slot.
+    mixed = filter_store.search_batch(qv, ["  ", "number 1", ""], mode="hybrid", limit=3)
+    assert mixed[0][0]["chunk_id"] == "doc1-1" and mixed[2] == filter_store.search(qv[2], None, mode="dense", limit=3)
+    assert [r["chunk_id"] for r in mixed[1]] == [r["chunk_id"] for r in filter_store.search(qv[1], "number 1", limit=3)]
+    assert filter_store.search_batch(None, [], mode="sparse") == []
+    with pytest.raises(ValueError, match="2 query texts"):
+        filter_store.search_batch(qv, texts[:2], mode="hybrid")
+    with pytest.raises(ValueError):
+        filter_store.search_batch(None, ["number", " "], mode="sparse")
+
+
 def test_schema_version_and_dim_mismatch_explain_rebuild(lite_root: Path) -> None:
     cfg = MilvusConfig(uri=str(lite_root / "store.db"))
     s = ChunkStore(cfg, DIM, collection="dimcheck")
