@@ -243,6 +243,14 @@ class Config(_Section):
             raise ValueError(f"unknown converter backend {v.backend!r}; known: {', '.join(sorted(known))}")
         return v
 
+    @model_validator(mode="after")
+    def _llm_planner_has_a_model(self) -> "Config":
+        # Caught here, before any actor starts, rather than as a traceback from inside the planning stage.
+        if self.planner.kind == "llm" and not self.planner.llm_backend and self.converter.backend == "pdf-text":
+            raise ValueError("planner.kind=llm needs a model: set planner.llm_backend (vllm, openai, transformers, "
+                             "scripted) or use a model converter backend")
+        return self
+
 
 def _format_error(err: ValidationError, origin: str) -> str:
     lines = [f"invalid configuration ({origin}):"]

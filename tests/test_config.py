@@ -50,3 +50,9 @@ def test_every_field_is_described():
                 walk(ann)
 
     walk(Config)
+
+
+def test_llm_planner_without_a_model_fails_at_load():
+    with pytest.raises(ConfigError, match="planner.llm_backend"):
+        load_config(None, ["planner.kind=llm"])
+    assert load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"]).planner.kind == "llm"

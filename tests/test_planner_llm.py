@@ -179,10 +179,10 @@ def test_plan_segment_dispatches_on_planner_kind(monkeypatch):
     batches = [ConvertedBatch(doc_id="d", segment_index=0, batch_index=0, page_start=1, page_end=1, markdown=md)]
     det = plan_segment(job, batches, load_config(None, []), "h0")
     assert {c.planner for c in det.chunks} == {"deterministic"}
-    cfg = load_config(None, ["planner.kind=llm"])
     assert planner_for(load_config(None, [])) is None
-    with pytest.raises(ValueError, match="llm_backend"):
-        planner_for(cfg)
+    with pytest.raises(ValueError, match="llm_backend"):  # refused when the config loads, before any actor
+        load_config(None, ["planner.kind=llm"])
+    cfg = load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"])
     script = ScriptedBackend(lambda req, i: answer([[n] for n in prompt_ids(req.user)]))
     llm = planner_for(cfg, backend=script)
     res = plan_segment(job, batches, cfg, "h1", planner=llm)

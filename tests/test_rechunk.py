@@ -158,7 +158,7 @@ def test_rechunk_with_the_llm_planner(tmp_path, embedder, forbid_conversion):
         return json.dumps({"chunks": [[int(m)] for m in re.findall(r"^\[(\d+)\]", req.user, re.M)]})
 
     backend = ScriptedBackend(one_chunk_per_paragraph)
-    cfg = _cfg(db, "planner.kind=llm", "planner.min_chars=0")
+    cfg = _cfg(db, "planner.kind=llm", "planner.llm_backend=scripted", "planner.min_chars=0")
     s = run_rechunk(cfg, str(run), str(tmp_path / "out"), backend=backend, embedder=embedder)
     chunks = pq.read_table(tmp_path / "out" / "chunks").to_pylist()
     assert backend.calls >= 1 and {c["planner"] for c in chunks} == {"llm"}
