@@ -130,6 +130,10 @@ class EmbedConfig(_Section):
     batch_size: int = Field(64, ge=1, description="Passages per encode call.")
     device: str = Field("cpu", description="torch device for the embedder.")
     max_seq_length: int = Field(256, ge=16, description="Token cap per passage.")
+    num_threads: int = Field(
+        0, ge=0, description="torch CPU threads for embedding on the CPU; 0 = every core of the node (Ray pins an "
+        "actor with a fractional CPU to one thread otherwise)."
+    )
 
 
 class MilvusConfig(_Section):
@@ -177,7 +181,7 @@ class RetrievalConfig(_Section):
 
 class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
-    local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 2x the cores).")
+    local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 4x the cores, at least 8).")
     stage_num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per CPU stage task/actor (fractional on laptops).")
     convert_actors: int = Field(2, ge=1, description="Conversion actors.")
     convert_num_gpus: float = Field(0.0, ge=0, description="GPUs per conversion actor.")

@@ -45,6 +45,10 @@ class Embedder:
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
 
+        if cfg.device == "cpu":
+            import torch
+
+            torch.set_num_threads(cfg.num_threads or os.cpu_count() or 1)
         self.cfg = cfg
         self.model: SentenceTransformer = SentenceTransformer(resolve_model_path(cfg.model), device=cfg.device)
         self.model.max_seq_length = cfg.max_seq_length

@@ -46,7 +46,9 @@ def init_ray(cfg: Config) -> None:
         return
     # Token auth is on by default in recent Ray; a private local runtime does not need it.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    cpus = cfg.ray.local_num_cpus or max(2, 2 * (os.cpu_count() or 1))
+    # Logical CPUs, not cores: every stage's actors start at once (the embedder loads while pages convert);
+    # the stages share the real cores anyway, and too few logical CPUs leave actors pending or deadlocked.
+    cpus = cfg.ray.local_num_cpus or max(8, 4 * (os.cpu_count() or 1))
     ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=True,
              runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
 
