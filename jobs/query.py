@@ -68,6 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
     try:
         retriever = Retriever(cfg)
+        if retriever.store.count() == 0:
+            print(f"error: collection {cfg.milvus.collection!r} at {cfg.milvus.uri} holds no chunks: ingest documents "
+                  "first (python -m jobs.ingest --input ...) or point --set milvus.uri= at an existing index",
+                  file=sys.stderr)
+            return 4
         for q in queries:
             result = retriever.search(q["question"], k=args.k)
             if args.json:
