@@ -25,6 +25,8 @@ MODES = ("dense", "sparse", "hybrid")
 
 
 def load_queries(path: str) -> list[dict[str, Any]]:
+    if not Path(path).is_file():
+        raise SystemExit(f"error: queries file not found: {path}")
     out = []
     for n, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         p.error(f"unknown retrieval mode(s) {bad}; known: {', '.join(MODES)}")
     queries = load_queries(args.queries)
+    if args.reference and not Path(args.reference).is_file():
+        p.error(f"reference chunk file not found: {args.reference}")
 
     from chunker.embed import Embedder
     from chunker.runstore import RunStore
