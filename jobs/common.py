@@ -56,3 +56,42 @@ def init_ray(cfg: Config) -> None:
 def setup_logging(verbose: bool = False) -> None:
     logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+# Errors that mean "the setup is wrong", raised inside actors; Ray wraps them several layers deep.
+_SETUP_ERRORS = ("BackendUnavailable", "EngineDead", "StoreUnavailable", "SchemaMismatch", "StoreError")
+
+
+def setup_error(exc: BaseException) -> str | None:
+    """The message of a setup error (missing model, package, GPU, store) somewhere inside ``exc``, or None.
+
+    Looks through the exception chain and, for errors Ray re-raised from an actor, through the text Ray kept
+    (``module.Class: message`` lines), so the user gets one clear line instead of an actor's core dump.
+    """
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if type(e).__name__ in _SETUP_ERRORS:
+            return str(e)
+        stack.extend(x for x in (e.__cause__, e.__context__, getattr(e, "cause", None)) if isinstance(x, BaseException))
+    for line in str(exc).splitlines():
+        for name in _SETUP_ERRORS:
+            marker = f"{name}: "
+            if marker in line:
+                return line.split(marker, 1)[1].strip()
+    return None
+
+
+def preflight(cfg: Config) -> None:
+    """Checks worth making in the driver before any actor starts, where the driver shares the machine with the
+    actors (a local runtime): model weights for in-process model backends. On a cluster the workers check."""
+    if cfg.ray.address or os.environ.get("RAY_ADDRESS"):
+        return
+    if cfg.converter.backend in ("vllm", "transformers"):
+        from chunker.backends.weights import resolve_model_dir
+
+        resolve_model_dir(cfg.converter.model)  # raises BackendUnavailable saying what to fetch or set

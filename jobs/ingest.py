@@ -20,7 +20,7 @@ from typing import Any
 from chunker.config import Config, config_hash
 from chunker.intake import InputError
 from chunker.runstore import RunStore
-from jobs.common import base_parser, init_ray, load_or_exit, setup_logging
+from jobs.common import base_parser, init_ray, load_or_exit, preflight, setup_error, setup_logging
 from jobs.ledger import Ledger, store_target
 from jobs.progress import Progress
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_rows
@@ -163,10 +163,17 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     cfg = load_or_exit(args)
     try:
+        preflight(cfg)
         summary = run_ingest(cfg, args.input, args.output, force=args.force)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:
+        reason = setup_error(exc)
+        if reason is None:
+            raise  # a defect: keep the traceback
+        print(f"error: {reason}", file=sys.stderr)
+        return 3
     print_summary(summary)
     return 0
 
