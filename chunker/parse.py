@@ -29,14 +29,14 @@ from chunker.types import ConvertedBatch, Element
 
 SEGMENT_STRIDE = 1_000_000
 
-_PAGE = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
+PAGE_MARKER = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I)
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_LIST_ITEM = re.compile(r"^(\s*)([-*+•]|\d{1,3}[.)])\s+(.*)$")
+LIST_ITEM = re.compile(r"^(\s*)([-*+•]|\d{1,3}[.)])\s+(.*)$")
 _TABLE_OPEN = re.compile(r"^\s*<!--\s*table(\s+continued)?\s*-->\s*$", re.I)
 _TABLE_CLOSE = re.compile(r"^\s*<!--\s*/table\s*-->\s*$", re.I)
 _FIGURE = re.compile(r"^!\[(.*?)\]\(figure\)\s*(?:<!--\s*bbox\s+([\d.\s-]+?)\s*-->)?\s*$", re.I)
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
-_PIPE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 
 
 @dataclass
@@ -92,7 +92,7 @@ class _Scanner:
         while i < n:
             line = lines[i]
             stripped = line.strip()
-            m = _PAGE.match(line)
+            m = PAGE_MARKER.match(line)
             if m:
                 self.page = int(m.group(1))
                 i += 1
@@ -115,14 +115,14 @@ class _Scanner:
                 self.blocks.append(_Block("heading", m.group(2).strip(), self.page, self.page, level=len(m.group(1))))
                 i += 1
                 continue
-            if stripped.startswith("|") and i + 1 < n and _PIPE_SEP.match(lines[i + 1]):
+            if stripped.startswith("|") and i + 1 < n and PIPE_SEPARATOR.match(lines[i + 1]):
                 i = self._pipe_table(lines, i)
                 continue
             m = _FIGURE.match(stripped)
             if m:
                 i = self._figure(lines, i, m)
                 continue
-            if _LIST_ITEM.match(line):
+            if LIST_ITEM.match(line):
                 i = self._list(lines, i)
                 continue
             i = self._paragraph(lines, i)
@@ -142,7 +142,7 @@ class _Scanner:
     def _sentence_table(self, lines: list[str], i: int, continued: bool) -> int:
         group = self._new_table_group(continued)
         while i < len(lines) and not _TABLE_CLOSE.match(lines[i]):
-            m = _PAGE.match(lines[i])
+            m = PAGE_MARKER.match(lines[i])
             if m:
                 self.page = int(m.group(1))
             elif lines[i].strip() and not _COMMENT.match(lines[i]):
@@ -174,7 +174,7 @@ class _Scanner:
                 bbox = None
         text = [m.group(1).strip()]
         i += 1
-        while i < len(lines) and lines[i].strip() and not _PAGE.match(lines[i]) and not _HEADING.match(lines[i].strip()):
+        while i < len(lines) and lines[i].strip() and not PAGE_MARKER.match(lines[i]) and not _HEADING.match(lines[i].strip()):
             text.append(lines[i].strip())
             i += 1
         self.blocks.append(_Block("figure", "\n".join(t for t in text if t), self.page, self.page, bbox=bbox))
@@ -183,32 +183,32 @@ class _Scanner:
     def _list(self, lines: list[str], i: int) -> int:
         start_page = self.page
         items: list[str] = []
-        first = _LIST_ITEM.match(lines[i])
+        first = LIST_ITEM.match(lines[i])
         ordered = bool(first and first.group(2)[0].isdigit())
         while i < len(lines):
             line = lines[i]
-            if _PAGE.match(line):
+            if PAGE_MARKER.match(line):
                 # A page break inside a list does not end it: steps continue over pages.
                 j = i + 1
                 while j < len(lines) and not lines[j].strip():
                     j += 1
-                if j < len(lines) and _LIST_ITEM.match(lines[j]):
-                    self.page = int(_PAGE.match(line).group(1))  # type: ignore[union-attr]
+                if j < len(lines) and LIST_ITEM.match(lines[j]):
+                    self.page = int(PAGE_MARKER.match(line).group(1))  # type: ignore[union-attr]
                     i = j
                     continue
                 break
             if not line.strip():
                 # A blank line ends the list unless the next content line (past page markers) is another item.
                 j, page = i + 1, self.page
-                while j < len(lines) and (not lines[j].strip() or _PAGE.match(lines[j])):
-                    m = _PAGE.match(lines[j])
+                while j < len(lines) and (not lines[j].strip() or PAGE_MARKER.match(lines[j])):
+                    m = PAGE_MARKER.match(lines[j])
                     page = int(m.group(1)) if m else page
                     j += 1
-                if j < len(lines) and _LIST_ITEM.match(lines[j]):
+                if j < len(lines) and LIST_ITEM.match(lines[j]):
                     self.page, i = page, j
                     continue
                 break
-            m = _LIST_ITEM.match(line)
+            m = LIST_ITEM.match(line)
             if m:
                 items.append(line.rstrip())
             elif items and (line.startswith((" ", "\t")) or not _starts_block(line)):
@@ -223,7 +223,7 @@ class _Scanner:
         buf: list[str] = []
         while i < len(lines):
             line = lines[i]
-            if not line.strip() or _PAGE.match(line) or (buf and _starts_block(line)):
+            if not line.strip() or PAGE_MARKER.match(line) or (buf and _starts_block(line)):
                 break
             buf.append(line.strip())
             i += 1
@@ -235,11 +235,11 @@ def _starts_block(line: str) -> bool:
     s = line.strip()
     return bool(
         _HEADING.match(s)
-        or _LIST_ITEM.match(line)
+        or LIST_ITEM.match(line)
         or s.startswith("```")
         or _TABLE_OPEN.match(line)
         or _FIGURE.match(s)
-        or _PAGE.match(line)
+        or PAGE_MARKER.match(line)
         or (s.startswith("|") and s.endswith("|"))
     )
 

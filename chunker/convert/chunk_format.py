@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from chunker.parse import table_row_sentence
+from chunker.parse import LIST_ITEM, PAGE_MARKER, PIPE_SEPARATOR, table_row_sentence
 
 Flag = Literal["True", "False", "Partial"]
 PartialPolicy = Literal["merge_same_heading", "merge", "new"]
@@ -31,9 +31,6 @@ PartialPolicy = Literal["merge_same_heading", "merge", "new"]
 _MARK = re.compile(r"\[CONTINUES\]\s*(.*?)\s*\[/CONTINUES\]", re.I | re.S)
 _HEAD_OPEN = re.compile(r"^\s*\[HEAD\]", re.I)
 _HEAD_CLOSE = re.compile(r"\[/HEAD\]", re.I)
-_PAGE_LINE = re.compile(r"^\s*<!--\s*page\s+\d+\s*-->\s*$", re.I)
-_PIPE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
-_LIST_ITEM = re.compile(r"^\s*([-*+•]|\d{1,3}[.)])\s+")
 
 
 @dataclass
@@ -76,7 +73,7 @@ def _pop_trailing_pages(text: str) -> tuple[str, str]:
     """Page markers at the end of a chunk announce the *next* chunk's page: move them to the next chunk's lead."""
     lines = text.rstrip().split("\n")
     tail: list[str] = []
-    while lines and (_PAGE_LINE.match(lines[-1]) or not lines[-1].strip()):
+    while lines and (PAGE_MARKER.match(lines[-1]) or not lines[-1].strip()):
         if lines[-1].strip():
             tail.insert(0, lines[-1].strip())
         lines.pop()
@@ -103,8 +100,8 @@ def parse_chunks(body: str) -> ParsedChunks:
     if not marks:
         return out
     preamble, lead = _pop_trailing_pages(body[: marks[0].start()])
-    leading_pages = [ln for ln in preamble.split("\n") if _PAGE_LINE.match(ln)]
-    preamble = "\n".join(ln for ln in preamble.split("\n") if not _PAGE_LINE.match(ln)).strip()
+    leading_pages = [ln for ln in preamble.split("\n") if PAGE_MARKER.match(ln)]
+    preamble = "\n".join(ln for ln in preamble.split("\n") if not PAGE_MARKER.match(ln)).strip()
     lead = "\n".join([*(p.strip() for p in leading_pages), lead]).strip()
     if preamble:
         if "\n" not in preamble and len(preamble) < 160 and preamble.endswith(":"):
@@ -147,7 +144,7 @@ def _norm(parts: list[str]) -> list[str]:
 def pipe_table(content: str) -> tuple[list[str], list[list[str]], str] | None:
     """(headers, rows, text after the table) when ``content`` starts with a pipe table, else None."""
     lines = content.strip().split("\n")
-    if len(lines) < 3 or not lines[0].strip().startswith("|") or not _PIPE_SEP.match(lines[1]):
+    if len(lines) < 3 or not lines[0].strip().startswith("|") or not PIPE_SEPARATOR.match(lines[1]):
         return None
     headers = _cells(lines[0])
     rows: list[list[str]] = []
@@ -184,7 +181,7 @@ def _join_text(prev: str, cont: ChunkRecord) -> str:
     if cont.lead:
         # The page marker must stay on its own line; the parser lets a list run on across it.
         return prev.rstrip() + "\n" + cont.lead + "\n" + cont.content.lstrip()
-    if _LIST_ITEM.match(last) and _LIST_ITEM.match(first):
+    if LIST_ITEM.match(last) and LIST_ITEM.match(first):
         return prev.rstrip() + "\n" + cont.content.lstrip()
     if last and last[-1] not in ".!?:;\"'" and first[:1].islower():
         return prev.rstrip() + " " + cont.content.lstrip()  # a sentence cut by a page break

@@ -207,16 +207,10 @@ def _col(x0: float, x1: float, seps: list[float]) -> int:
 
 def _band_rows(segs: list[_Seg], seps: list[float], ncols: int, merge_all: bool) -> list[list[str]]:
     """Rows of one band: visual lines grouped by y; a line with text in the first column opens a new row."""
-    by_y: list[list[_Seg]] = []
-    for s in sorted(segs, key=lambda s: (s.y, s.x0)):
-        if by_y and abs(by_y[-1][0].y - s.y) < 3.0:
-            by_y[-1].append(s)
-        else:
-            by_y.append([s])
     rows: list[list[str]] = []
-    for vis in by_y:
+    for vis in _visual_rows(segs):
         cells = [""] * ncols
-        for s in sorted(vis, key=lambda s: s.x0):
+        for s in vis:
             c = _col(s.x0, s.x1, seps)
             cells[c] = f"{cells[c]} {s.text}".strip()
         # A line with text in the first column only wraps that column's cell of the row above.
