@@ -16,7 +16,7 @@ $(BIN)/.installed: pyproject.toml
 install: $(BIN)/.installed
 
 samples: install
-	$(BIN)/python -m chunker.samples samples
+	$(BIN)/python -m chunker.eval.samples samples
 
 demo: samples
 	$(BIN)/python -m jobs.ingest --config configs/local.yaml --input samples --output output/demo

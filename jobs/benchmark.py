@@ -2,7 +2,7 @@
 
     python -m jobs.benchmark [--quick] [--output DIR]            # simulated engines: the pipeline's own overhead
     python -m jobs.benchmark stages [--quick] [--output DIR]     # CPU cost per page of each stage + end to end
-    python -m jobs.benchmark serve [serve_bench args]            # query endpoint load (jobs.serve_bench)
+    python -m jobs.benchmark serve [serve_bench args]            # query endpoint load (jobs.bench.serve)
     python -m jobs.benchmark --config configs/qwen2.5-vl-7b.yaml --gpu-hour-usd 2.5   # real vLLM engines (GPU)
 
 Targets are printed beside the figures; nothing is asserted. See BENCHMARKS.md for what the figures mean.
@@ -22,8 +22,8 @@ from typing import Any
 
 from chunker.backends.simulated import EngineSpec, SimulatedBackend
 from chunker.config import Config, ConfigError, load_config
-from chunker.synthetic import SyntheticDoc, make_corpus
-from jobs.bench_engine import EngineRun, Order, run_engines
+from chunker.eval.synthetic import SyntheticDoc, make_corpus
+from jobs.bench.engine import EngineRun, Order, run_engines
 
 TARGETS = {
     "efficiency": ">= 0.95 of engine capacity",
@@ -136,7 +136,7 @@ def experiments(cfg: Config, size: dict[str, Any], out: Path, seed: int, make: A
 
 
 def stages_section(cfg: Config, size: dict[str, Any], out: Path, seed: int, e2e: bool, embed: bool) -> dict[str, Any]:
-    from jobs.bench_stages import CLOUDWAY, end_to_end, stage_costs
+    from jobs.bench.stages import CLOUDWAY, end_to_end, stage_costs
 
     paths = sorted(str(p) for p in CLOUDWAY.glob("*.pdf")) if CLOUDWAY.is_dir() else []
     note = "CloudWay PDFs" if paths else f"synthetic PDFs ({CLOUDWAY} not found)"
@@ -276,7 +276,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] == "serve":
-        from jobs import serve_bench
+        from jobs.bench import serve as serve_bench
 
         return serve_bench.main(argv[1:])
     args = parse_args(argv)
@@ -302,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         "engine": "vllm" if real else f"simulated {spec}", "targets": TARGETS}}
     if args.command == "report":
         if real:
-            from jobs.bench_real import run_real
+            from jobs.bench.real import run_real
 
             try:
                 rep["real"] = run_real(cfg, size, out, args.seed, args.gpu_hour_usd)

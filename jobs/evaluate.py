@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.metrics import Evidence, QuestionScore, RankedHit, aggregate, aggregate_by_type, score_question
+from chunker.eval.metrics import Evidence, QuestionScore, RankedHit, aggregate, aggregate_by_type, score_question
 from jobs.common import base_parser, load_or_exit, setup_logging
 
 MODES = ("dense", "sparse", "hybrid")
@@ -44,7 +44,7 @@ def load_queries(path: str) -> list[dict[str, Any]]:
 
 def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str, Any]], mode: str,
                  k: int = 10) -> tuple[list[QuestionScore], list[dict[str, Any]]]:
-    from chunker.retrieval import Retriever
+    from chunker.index.retrieval import Retriever
 
     mcfg = cfg.model_copy(deep=True)
     mcfg.retrieval.mode = mode  # type: ignore[assignment]
@@ -64,10 +64,10 @@ def answer_level(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     """Generate an answer from our top-k and judge it (paper appendix A.2) through an OpenAI-compatible endpoint."""
     import asyncio
 
-    from chunker.answer_eval import evaluate_answers, summarise
+    from chunker.eval.answer_eval import evaluate_answers, summarise
     from chunker.backends.openai_backend import OpenAIBackend
     from chunker.config import ModelConfig
-    from chunker.retrieval import Retriever
+    from chunker.index.retrieval import Retriever
 
     retriever = Retriever(cfg, store=store, embedder=embedder)
     items = [(q["qid"], q["question"], [h.text for h in retriever.search(q["question"], k=k).hits]) for q in queries]
@@ -78,7 +78,7 @@ def answer_level(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
 
 
 def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any:
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     store = ChunkStore(cfg.milvus, embedder.dim, collection=collection)
     store.drop()
@@ -91,8 +91,8 @@ def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any
 
 
 def baseline_sets(cfg: Config, corpus: str, reference: str | None) -> dict[str, list[Any]]:
-    from chunker.baselines import fixed_size_chunks, reference_chunks, text_layer_pages
-    from chunker.intake import iter_inputs
+    from chunker.eval.baselines import fixed_size_chunks, reference_chunks, text_layer_pages
+    from chunker.intake.files import iter_inputs
 
     fixed = []
     for f in iter_inputs(corpus, cfg.intake):
@@ -155,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.reference and not Path(args.reference).is_file():
         p.error(f"reference chunk file not found: {args.reference}")
 
-    from chunker.embed import Embedder
-    from chunker.runstore import RunStore
+    from chunker.index.embed import Embedder
+    from chunker.run.layout import RunStore
     from chunker.schemas import CHUNK, from_table
     from chunker.types import Chunk
     from jobs.ingest import print_summary, run_ingest
@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         print_summary(run_ingest(cfg, args.corpus, str(run_dir)))
     ours = from_table(RunStore(str(run_dir)).read("chunks", CHUNK), Chunk)
     embedder = Embedder(cfg.embed)
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     rows, all_scores = [], {}
     store = ChunkStore(cfg.milvus, embedder.dim)

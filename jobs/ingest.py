@@ -18,13 +18,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.intake import InputError
-from chunker.runstore import RunStore
+from chunker.intake.files import InputError
+from chunker.run.layout import RunStore
 from jobs.common import base_parser, init_ray, load_or_exit, preflight, setup_error, setup_logging
-from jobs.ledger import Ledger, store_target
+from chunker.run.ledger import Ledger, store_target
 from jobs.progress import Progress
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_rows
-from jobs.writer import DocState, Writer  # noqa: F401 - DocState re-exported for callers of the old module
+from chunker.run.writer import DocState, Writer  # noqa: F401 - DocState re-exported for callers of the old module
 
 
 @dataclass
@@ -82,7 +82,7 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
 def _bulk_factory(store: Any, cfg: Config, out_uri: str):  # noqa: ANN202
     import os
 
-    from chunker.bulk import PymilvusBulkOps
+    from chunker.index.bulk import PymilvusBulkOps
 
     def make() -> PymilvusBulkOps:
         bulk_uri = cfg.milvus.bulk_uri or os.path.join(RunStore(out_uri).root, "bulk")
@@ -92,12 +92,12 @@ def _bulk_factory(store: Any, cfg: Config, out_uri: str):  # noqa: ANN202
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
                convert_stage: type = ConvertStage, bulk: Any = None) -> RunSummary:
-    """Run the whole pipeline; ``bulk`` injects :class:`chunker.bulk.BulkOps` (tests)."""
-    from chunker.bulk import ChunkSink
-    from chunker.embed import Embedder
-    from chunker.sources import kind
-    from chunker.store import ChunkStore
-    from jobs.inputs import direct_manifest, input_dataset, write_listing
+    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests)."""
+    from chunker.index.bulk import ChunkSink
+    from chunker.index.embed import Embedder
+    from chunker.intake.sources import kind
+    from chunker.index.store import ChunkStore
+    from chunker.run.listing import direct_manifest, input_dataset, write_listing
 
     t0 = time.perf_counter()
     out_uri = output or cfg.output.dir

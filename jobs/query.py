@@ -3,7 +3,7 @@
     python -m jobs.query --config configs/local.yaml "How do I reset the pump?"
     python -m jobs.query --config configs/local.yaml --queries questions.jsonl --json > hits.jsonl
 
-Uses the same retrieval implementation as the Ray Serve endpoint (:class:`chunker.retrieval.Retriever`).
+Uses the same retrieval implementation as the Ray Serve endpoint (:class:`chunker.index.retrieval.Retriever`).
 """
 
 from __future__ import annotations
@@ -62,8 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     if not 1 <= args.k <= 50:
         p.error("-k must be between 1 and 50")
     cfg = load_or_exit(args)
-    from chunker.retrieval import Retriever
-    from chunker.store import StoreUnavailable
+    from chunker.index.retrieval import Retriever
+    from chunker.index.store import StoreUnavailable
 
     queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
     try:

@@ -5,7 +5,7 @@
 
 The converted Markdown is the expensive artefact, and it is persisted: this job reads RUN/batches/*.parquet
 (converted batches) and RUN/documents/documents.parquet, re-parses and re-plans every segment with the NEW config
-through :func:`chunker.pipeline.plan_segment` (deterministic or LLM planner), re-embeds the chunks and reloads
+through :func:`chunker.run.segment.plan_segment` (deterministic or LLM planner), re-embeds the chunks and reloads
 Milvus: per document, upsert the new chunks, then delete that document's chunks the new plan no longer has. A
 document whose re-plan failed in any segment keeps its old chunks in Milvus and is reported. The output folder
 (default: RUN-rechunk-<config hash>) gets elements/, chunks/, documents/, summary.json and planning_report.json/.txt;
@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.pipeline import SegmentResult, merge_status, plan_segment, planner_for
-from chunker.planning_report import PlanningStats, build_report, format_report, write_report
-from chunker.runstore import RunStore
+from chunker.run.segment import SegmentResult, merge_status, plan_segment, planner_for
+from chunker.plan.report import PlanningStats, build_report, format_report, write_report
+from chunker.run.layout import RunStore
 from chunker.schemas import CHUNK, CONVERTED_BATCH, DOCUMENT, ELEMENT, from_table, to_table
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, SegmentJob
 from jobs.common import base_parser, load_or_exit, setup_logging
@@ -97,7 +97,7 @@ def run_rechunk(cfg: Config, source_run: str, output: str | None = None, backend
                 embedder: Any = None) -> RechunkSummary:
     """Re-plan, re-embed and reload a persisted run. ``backend`` / ``embedder`` inject a model backend for the
     LLM planner and an embedder (tests); otherwise the config builds them."""
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     t0 = time.perf_counter()
     h = config_hash(cfg)
@@ -167,7 +167,7 @@ def _reload_milvus(cfg: Config, results: dict[str, list[SegmentResult]], embedde
                    store_cls: Any) -> tuple[list[str], int]:
     """Embed and load each re-planned document; returns the doc IDs left untouched and the collection's row count."""
     if embedder is None:
-        from chunker.embed import Embedder
+        from chunker.index.embed import Embedder
 
         embedder = Embedder(cfg.embed)
     kept: list[str] = []

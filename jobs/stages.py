@@ -1,4 +1,4 @@
-"""Ray Data stage UDFs: thin wrappers that move rows in and out of the :mod:`chunker.pipeline` functions.
+"""Ray Data stage UDFs: thin wrappers that move rows in and out of the :mod:`chunker.run.segment` functions.
 
 Rows are flat: small scalar columns plus JSON strings for nested payloads (segment job, document record, batches,
 chunks) and raw float32 bytes for vectors, so no stage depends on Arrow inferring nested types from a few rows.
@@ -17,13 +17,13 @@ from typing import Any
 
 import numpy as np
 
-from chunker import sources
+from chunker.intake import sources
 from chunker.backends.base import BackendUnavailable, EngineDead
 from chunker.config import Config
-from chunker.intake import InputFile, plan_segments, prepare
-from chunker.normalize import kind_of
-from chunker.pipeline import convert_segment, make_converter, plan_segment, planner_for
-from chunker.runstore import RunStore
+from chunker.intake.files import InputFile, plan_segments, prepare
+from chunker.intake.normalize import kind_of
+from chunker.run.segment import convert_segment, make_converter, plan_segment, planner_for
+from chunker.run.layout import RunStore
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, SegmentJob
 
@@ -63,7 +63,7 @@ def intake_rows(row: dict[str, Any], cfg_json: str, out_uri: str = "", cfg_hash:
     and normalised to PDF in a worker-local temp folder that is removed before returning. A normalised PDF is
     kept in the run's output storage so the conversion actor (maybe on another node) can fetch it.
     """
-    from jobs.ledger import Ledger
+    from chunker.run.ledger import Ledger
 
     cfg = Config.model_validate_json(cfg_json)
     source = row.get("source") or row.get("path") or ""
@@ -173,7 +173,7 @@ class EmbedStage:
     """Embedding actor: loads the model once; adds float32 vectors (raw bytes) for each row's chunks."""
 
     def __init__(self, cfg_json: str) -> None:
-        from chunker.embed import Embedder
+        from chunker.index.embed import Embedder
 
         self.embedder = Embedder(Config.model_validate_json(cfg_json).embed)
 

@@ -1,4 +1,4 @@
-"""The Ray Serve query application: FastAPI ingress over one :class:`chunker.retrieval.Retriever` per replica.
+"""The Ray Serve query application: FastAPI ingress over one :class:`chunker.index.retrieval.Retriever` per replica.
 
 Run it with ``serve run serving.app:build_app config=configs/local.yaml`` (any ``dotted.key=value`` argument is a
 config override), ``serve run configs/serve.yaml`` / ``serve deploy configs/serve.yaml``, or
@@ -32,7 +32,7 @@ from ray import serve
 from ray.serve import Application
 
 from chunker.config import Config, ConfigError, load_config
-from chunker.filters import FilterError
+from chunker.index.filters import FilterError
 from serving.schemas import ErrorDetail, ErrorResponse, HealthResponse, HitOut, QueryRequest, QueryResponse, Timings
 
 # Serve forwards this logger to the replica's log file with request ids attached.
@@ -82,7 +82,7 @@ def _store_errors() -> tuple[type[BaseException], ...]:
     """Exception types that mean 'Milvus is not reachable' rather than 'the code is wrong'."""
     from pymilvus.exceptions import ConnectError, ConnectionNotExistException, MilvusUnavailableException
 
-    from chunker.store import StoreUnavailable
+    from chunker.index.store import StoreUnavailable
 
     return (StoreUnavailable, ConnectionError, TimeoutError, ConnectError, ConnectionNotExistException,
             MilvusUnavailableException)
@@ -184,7 +184,7 @@ class QueryService:
         self._batcher = Coalescer(search_items, s.max_batch_size, s.batch_wait_timeout_s)
         self._set_torch_threads(s.torch_threads or max(1, math.ceil(s.num_cpus)))
         try:
-            from chunker.embed import Embedder
+            from chunker.index.embed import Embedder
 
             self._embedder = Embedder(self.cfg.embed)
         except Exception as exc:  # noqa: BLE001 - reported by /readyz instead of crash-looping the replica
@@ -208,8 +208,8 @@ class QueryService:
                 return None
             self._last_attempt = now
             try:
-                from chunker.retrieval import Retriever
-                from chunker.store import ChunkStore
+                from chunker.index.retrieval import Retriever
+                from chunker.index.store import ChunkStore
 
                 store = ChunkStore(self.cfg.milvus, self._embedder.dim)
                 retriever = Retriever(self.cfg, store=store, embedder=self._embedder)
@@ -241,7 +241,7 @@ class QueryService:
     def _warm_up(retriever: Any) -> None:
         """One throwaway query before the first request: Milvus Lite builds its in-memory BM25 index of a segment
         on the first sparse search (~9 s at 100k rows, measured), which would otherwise land on a user."""
-        from chunker.retrieval import Query
+        from chunker.index.retrieval import Query
 
         t = time.perf_counter()
         (res,) = retriever.search_many([Query("warm up the search path", k=1)])
@@ -297,7 +297,7 @@ class QueryService:
         retriever = self._retriever or await asyncio.to_thread(self._connect)
         if retriever is None:
             return self._unavailable()
-        from chunker.retrieval import Query, RerankerUnavailable
+        from chunker.index.retrieval import Query, RerankerUnavailable
 
         t_enqueue = time.perf_counter()
         try:

@@ -2,7 +2,7 @@
 
 They are the public HTTP contract (they shape /openapi.json), so they are strict: unknown fields are rejected and
 types are not coerced ("5" is not a k, "yes" is not a bool). Filter validation, including rejection of values that
-could smuggle a Milvus expression, belongs to :class:`chunker.filters.QueryFilters`; this module only embeds it.
+could smuggle a Milvus expression, belongs to :class:`chunker.index.filters.QueryFilters`; this module only embeds it.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
-from chunker.filters import QueryFilters
+from chunker.index.filters import QueryFilters
 
 
 class QueryRequest(BaseModel):

@@ -11,8 +11,8 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def samples_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The sample PDFs of :mod:`chunker.samples`, generated once per session (nothing binary is committed)."""
-    from chunker.samples import generate_samples
+    """The sample PDFs of :mod:`chunker.eval.samples`, generated once per session (nothing binary is committed)."""
+    from chunker.eval.samples import generate_samples
 
     out = tmp_path_factory.mktemp("samples")
     generate_samples(out)

@@ -4,7 +4,7 @@ import json
 import httpx
 import pytest
 
-from chunker.answer_eval import (JudgementError, answer_request, evaluate_answers, judge_request, parse_judgement,
+from chunker.eval.answer_eval import (JudgementError, answer_request, evaluate_answers, judge_request, parse_judgement,
                                  summarise)
 from chunker.backends.openai_backend import OpenAIBackend
 from chunker.config import ModelConfig

@@ -11,8 +11,8 @@ import pytest
 from chunker.backends.base import GenerationRequest
 from chunker.backends.simulated import EngineSpec, SimulatedBackend
 from chunker.convert.trailer import check_output, page_markers
-from chunker.prompts import build_request
-from chunker.synthetic import page_counts, write_document
+from chunker.convert.prompts import build_request
+from chunker.eval.synthetic import page_counts, write_document
 from chunker.types import BatchContext
 
 
@@ -129,7 +129,7 @@ def test_benchmark_tiny_report_shape(tmp_path: Path) -> None:
 
 def test_window_rates_and_longest_first_order() -> None:
     from chunker.types import SegmentJob
-    from jobs.bench_engine import Done, order_jobs, window_rates
+    from jobs.bench.engine import Done, order_jobs, window_rates
 
     # 10 pages per engine-second for 100 s, then a tail of 20 pages over 100 s.
     log = [Done(t=float(t), doc="d", pages=10, work_s=0.0) for t in range(1, 101)]

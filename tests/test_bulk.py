@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from chunker.bulk import BulkImportError, ChunkSink, PymilvusBulkOps
+from chunker.index.bulk import BulkImportError, ChunkSink, PymilvusBulkOps
 from chunker.config import MilvusConfig
 from chunker.types import Chunk
 
@@ -93,13 +93,13 @@ def test_lite_always_upserts_and_failed_import_raises():
 
 
 def test_bulk_writer_files_match_the_collection_schema(tmp_path):
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     cfg = MilvusConfig(uri=str(tmp_path / "m.db"))
     with ChunkStore(cfg, DIM) as store:
         ops = PymilvusBulkOps(store, cfg, str(tmp_path / "bulk"))
         chunks, vecs = _chunks(30)
-        from chunker.store import chunk_row
+        from chunker.index.store import chunk_row
 
         files = ops.write_files([chunk_row(c, v) for c, v in zip(chunks, vecs)])
         desc = store.client.describe_collection(store.collection)
@@ -121,7 +121,7 @@ def test_bulk_import_on_a_real_server_is_idempotent(tmp_path):
     bulk_uri = os.environ.get("MILVUS_TEST_BULK_URI")  # s3://<bucket the server reads>/prefix
     if not uri or not bulk_uri:
         pytest.skip("set MILVUS_TEST_URI (http://host:19530) and MILVUS_TEST_BULK_URI (s3://bucket/prefix)")
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     cfg = MilvusConfig(uri=uri, collection=f"bulk_test_{os.getpid()}", bulk_threshold=10, bulk_poll_s=1)
     with ChunkStore(cfg, DIM) as store:

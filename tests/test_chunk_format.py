@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown, split_path
 from chunker.convert.trailer import check_output
-from chunker.parse import parse_batches, parse_markdown
+from chunker.contract import parse_batches, parse_markdown
 from chunker.types import ConvertedBatch
 
 ROW = "| Plan | Price | Storage |\n| --- | --- | --- |\n| {0} | {1} | {2} |"

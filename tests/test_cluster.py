@@ -129,7 +129,7 @@ def _status(env: dict[str, str], sid: str) -> str:
 
 def _ids(db: Path) -> set[str]:
     from chunker.config import load_config
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     with ChunkStore(load_config("configs/local.yaml", [f"milvus.uri={db}"]).milvus, 384) as store:
         return store.chunk_ids()

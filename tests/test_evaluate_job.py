@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from chunker.samples import SAMPLE_FACTS
+from chunker.eval.samples import SAMPLE_FACTS
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from chunker.config import IntakeConfig
-from chunker.intake import InputError, InputFile, input_root, inspect, iter_inputs, plan_segments
+from chunker.intake.files import InputError, InputFile, input_root, inspect, iter_inputs, plan_segments
 from chunker.types import DocumentRecord
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from chunker.metrics import (Evidence, RankedHit, aggregate, aggregate_by_type, content_words, doc_at_k,
+from chunker.eval.metrics import (Evidence, RankedHit, aggregate, aggregate_by_type, content_words, doc_at_k,
                              fact_at_budget, mrr_at_k, page_at_k, score_question, spent_text_by_doc)
 
 EV = [Evidence("dir/Baggage.pdf", "Each passenger may carry 23 kg in Economy.")]

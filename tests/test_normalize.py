@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from chunker.config import IntakeConfig, load_config
-from chunker.intake import InputFile, file_digest, iter_inputs, prepare
-from chunker.normalize import NormalizeError, kind_of, soffice_path, to_pdf
+from chunker.intake.files import InputFile, file_digest, iter_inputs, prepare
+from chunker.intake.normalize import NormalizeError, kind_of, soffice_path, to_pdf
 
 
 def _png(path: Path, text: str = "Receipt total 42 EUR") -> Path:
@@ -108,8 +108,8 @@ def test_uris_globs_and_case_insensitive_patterns(tmp_path):
 
 
 def test_listing_is_written_in_bounded_parts(tmp_path):
-    from chunker.runstore import RunStore
-    from jobs.inputs import manifest_rows, write_listing
+    from chunker.run.layout import RunStore
+    from chunker.run.listing import manifest_rows, write_listing
 
     for i in range(7):
         (tmp_path / "in").mkdir(exist_ok=True)

@@ -1,4 +1,4 @@
-from chunker.parse import SEGMENT_STRIDE, parse_batches, parse_markdown, table_row_sentence
+from chunker.contract import SEGMENT_STRIDE, parse_batches, parse_markdown, table_row_sentence
 from chunker.types import ConvertedBatch
 
 MD = """<!-- page 3 -->

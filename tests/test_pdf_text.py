@@ -11,7 +11,7 @@ import pytest
 
 from chunker.config import ConverterConfig, PdfTextConfig
 from chunker.convert.pdf_text import PdfTextConverter
-from chunker.parse import parse_batches, parse_markdown
+from chunker.contract import parse_batches, parse_markdown
 from chunker.types import BatchContext, SegmentJob
 
 fpdf = pytest.importorskip("fpdf")

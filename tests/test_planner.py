@@ -3,8 +3,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from chunker.config import PlannerConfig
-from chunker.parse import parse_markdown
-from chunker.planner import CoverageError, Plan, breadcrumb, build_chunks, plan, verify_coverage
+from chunker.contract import parse_markdown
+from chunker.plan.deterministic import CoverageError, Plan, breadcrumb, build_chunks, plan, verify_coverage
 from chunker.types import Element
 
 CFG = PlannerConfig(target_chars=300, min_chars=80, max_chars=600)

@@ -1,4 +1,4 @@
-"""The LLM chunk planner over IDs (chunker.planner_llm, chunker.plan_repair) with scripted engines."""
+"""The LLM chunk planner over IDs (chunker.plan.llm, chunker.plan.repair) with scripted engines."""
 
 import asyncio
 import json
@@ -12,11 +12,11 @@ from hypothesis import strategies as st
 from chunker.backends.base import EngineDead, GenerationResult
 from chunker.backends.scripted import ScriptedBackend
 from chunker.config import PlannerConfig, load_config
-from chunker.parse import parse_markdown
-from chunker.plan_repair import PlanRejected, parse_answer, repair_plan
-from chunker.planner import plan
-from chunker.planner_llm import PLANNER_FALLBACK, PLANNER_LLM, LlmPlanner, build_request
-from chunker.sectioning import Section
+from chunker.contract import parse_markdown
+from chunker.plan.repair import PlanRejected, parse_answer, repair_plan
+from chunker.plan.deterministic import plan
+from chunker.plan.llm import PLANNER_FALLBACK, PLANNER_LLM, LlmPlanner, build_request
+from chunker.plan.sectioning import Section
 from chunker.types import Element
 
 CFG = PlannerConfig(kind="llm", target_chars=300, min_chars=0, max_chars=100_000, planning_budget_tokens=200)
@@ -170,7 +170,7 @@ def test_plan_sync_works_inside_a_running_loop():
 
 
 def test_plan_segment_dispatches_on_planner_kind(monkeypatch):
-    from chunker.pipeline import plan_segment, planner_for
+    from chunker.run.segment import plan_segment, planner_for
     from chunker.types import ConvertedBatch, SegmentJob
 
     job = SegmentJob(doc_id="d", source_uri="/x.pdf", source="x.pdf", num_pages=1, segment_index=0,

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from chunker.convert.trailer import check_output, split_trailer, strip_fence
-from chunker.prompts import PROMPT_VERSION, PROMPTS, build_request, clip_summary, get_prompts, render_context
+from chunker.convert.prompts import PROMPT_VERSION, PROMPTS, build_request, clip_summary, get_prompts, render_context
 from chunker.types import BatchContext
 
 GOOD_TRAILER = '<context>{"summary": "A manual.", "heading_path": ["Guide", "Setup"], "open_table": ""}</context>'

@@ -13,8 +13,8 @@ from jobs.query import main
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory):
-    from chunker.embed import Embedder
-    from chunker.store import ChunkStore
+    from chunker.index.embed import Embedder
+    from chunker.index.store import ChunkStore
 
     db = tmp_path_factory.mktemp("q") / "m.db"
     cfg = load_config("configs/local.yaml", [f"milvus.uri={db}"])

@@ -10,7 +10,7 @@ import pytest
 
 from chunker.backends.scripted import ScriptedBackend
 from chunker.config import config_hash, load_config
-from chunker.runstore import RunStore
+from chunker.run.layout import RunStore
 from chunker.schemas import CHUNK, CONVERTED_BATCH, DOCUMENT, ELEMENT, to_table
 
 pytest.importorskip("fpdf")
@@ -46,7 +46,7 @@ def make_pdf(path: Path) -> None:
 @pytest.fixture(scope="module")
 def embedder():
     from chunker.config import EmbedConfig
-    from chunker.embed import Embedder
+    from chunker.index.embed import Embedder
 
     return Embedder(EmbedConfig())
 
@@ -57,8 +57,8 @@ def _cfg(db: Path, *extra: str):
 
 def make_run(tmp: Path, db: Path, embedder) -> tuple[Path, set[str]]:
     """A run folder written by the pure-Python path, indexed into a Milvus Lite db; returns it and its chunk IDs."""
-    from chunker.pipeline import process_document
-    from chunker.store import ChunkStore
+    from chunker.run.segment import process_document
+    from chunker.index.store import ChunkStore
 
     pdf = tmp / "guide.pdf"
     make_pdf(pdf)
@@ -84,7 +84,7 @@ def make_run(tmp: Path, db: Path, embedder) -> tuple[Path, set[str]]:
 @pytest.fixture()
 def forbid_conversion(monkeypatch):
     """Call it once the run exists: from then on any converter use fails the test."""
-    import chunker.pipeline as pipeline
+    import chunker.run.segment as pipeline
 
     def boom(*a, **k):
         raise AssertionError("rechunk called a converter")
@@ -98,7 +98,7 @@ def forbid_conversion(monkeypatch):
 
 def milvus_ids(db: Path, dim: int) -> set[str]:
     from chunker.config import MilvusConfig
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     with ChunkStore(MilvusConfig(uri=str(db)), dim) as store:
         return store.chunk_ids()
@@ -139,7 +139,7 @@ def test_rechunk_replans_reembeds_and_replaces_chunks_without_converting(tmp_pat
     assert (out / "planning_report.txt").read_text().startswith("== planning report ==")
 
     # The same report, built from any run folder's tables (what ingest can call): the old run, the new run.
-    from chunker.planning_report import report_for_run
+    from chunker.plan.report import report_for_run
 
     old = report_for_run(RunStore(str(run)))
     assert old["chunks"]["count"] == len(old_ids) and old["coverage"]["ratio"] == 1.0

@@ -3,7 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fpdf import FPDF
 
 from chunker.config import RenderConfig
-from chunker.render import RenderedDocument, render_scale
+from chunker.convert.render import RenderedDocument, render_scale
 
 
 def _pdf(tmp_path, pages=20):

@@ -59,7 +59,7 @@ def _cfg(db: Path, *extra: str):
 
 
 def _ids(db: Path) -> set[str]:
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     with ChunkStore(_cfg(db).milvus, 384) as store:
         return store.chunk_ids()

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from chunker.config import Config
-from chunker.embed import Embedder
-from chunker.filters import QueryFilters
-from chunker.retrieval import (
+from chunker.index.embed import Embedder
+from chunker.index.filters import QueryFilters
+from chunker.index.retrieval import (
     CrossEncoderReranker, Hit, Query, Reranker, RerankerUnavailable, Retriever, boost_figures, is_visual_question,
 )
-from chunker.store import ChunkStore
+from chunker.index.store import ChunkStore
 from chunker.types import Chunk
 
 TARGET = "c5"

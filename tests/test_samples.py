@@ -9,7 +9,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 import pytest
 
-from chunker.samples import SAMPLE_FACTS, generate_samples, main
+from chunker.eval.samples import SAMPLE_FACTS, generate_samples, main
 
 MANUAL = SAMPLE_FACTS.manual
 

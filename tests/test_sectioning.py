@@ -1,10 +1,10 @@
-"""Recursive sectioning of an element sequence for the LLM planner (chunker.sectioning)."""
+"""Recursive sectioning of an element sequence for the LLM planner (chunker.plan.sectioning)."""
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chunker.parse import parse_markdown
-from chunker.sectioning import Section, ancestors, blocks, estimate_tokens, split_sections
+from chunker.contract import parse_markdown
+from chunker.plan.sectioning import Section, ancestors, blocks, estimate_tokens, split_sections
 from chunker.types import Element
 
 

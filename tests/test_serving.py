@@ -47,8 +47,8 @@ def _listening(port: int) -> bool:
 _INDEX_SCRIPT = """
 import json, sys
 from chunker.config import load_config
-from chunker.embed import Embedder
-from chunker.store import ChunkStore
+from chunker.index.embed import Embedder
+from chunker.index.store import ChunkStore
 from chunker.types import Chunk
 
 db, rows = sys.argv[1], json.loads(sys.argv[2])

@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from chunker.config import MilvusConfig
-from chunker.filters import FilterError, QueryFilters, build_filter, escape_like, render_filter
-from chunker.store import (
+from chunker.index.filters import FilterError, QueryFilters, build_filter, escape_like, render_filter
+from chunker.index.store import (
     ChunkStore, SchemaMismatch, StoreError, StoreUnavailable, analyzer_params, chunk_row,
 )
 from chunker.types import Chunk

@@ -16,7 +16,7 @@ from chunker.backends.base import BackendUnavailable, EngineDead, GenerationRequ
 from chunker.backends.errors import BackendRequestError
 from chunker.config import ConverterConfig
 from chunker.convert.vlm import VlmConverter, document_status
-from chunker.parse import parse_batches
+from chunker.contract import parse_batches
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
 
 

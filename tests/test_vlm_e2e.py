@@ -17,7 +17,7 @@ from chunker.backends.base import GenerationRequest
 from chunker.backends.scripted import ScriptedBackend
 from chunker.config import load_config
 from chunker.convert.vlm import VlmConverter
-from chunker.intake import plan_segments
+from chunker.intake.files import plan_segments
 from chunker.types import BatchContext, DocumentRecord, SegmentJob
 
 

@@ -288,7 +288,7 @@ class SimulatedBackend:
 
 
 def _requested_pages(request: GenerationRequest) -> list[int]:
-    """The page numbers the prompt states (chunker.prompts: "the attached images are document pages 7, 8, 9")."""
+    """The page numbers the prompt states (chunker.convert.prompts: "the attached images are document pages 7, 8, 9")."""
     m = _PAGES.search(request.user)
     if m:
         pages = [int(x) for x in re.findall(r"\d+", m.group(1))]

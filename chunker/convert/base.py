@@ -1,7 +1,7 @@
 """The converter interface every conversion path implements.
 
 A converter turns one :class:`SegmentJob` into its batches, strictly in page order, each carrying the Markdown
-contract of :mod:`chunker.parse` and the context it hands to the next batch. Converters are async so one actor can
+contract of :mod:`chunker.contract` and the context it hands to the next batch. Converters are async so one actor can
 keep many documents' chains in flight; CPU-bound converters run their work in a thread.
 """
 
@@ -13,7 +13,7 @@ from chunker.types import ConvertedBatch, SegmentJob
 
 
 class PageImages(Protocol):
-    """Rendered pages of one document, produced on demand (see :mod:`chunker.render`)."""
+    """Rendered pages of one document, produced on demand (see :mod:`chunker.convert.render`)."""
 
     def image(self, page: int) -> bytes:
         """Encoded image (JPEG/PNG) of a 1-based page."""

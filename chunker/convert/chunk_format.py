@@ -1,5 +1,5 @@
 """The ``chunks`` output mode: parse ``[CONTINUES]flag[/CONTINUES][HEAD]a > b > c[/HEAD]content`` answers, merge
-chunks by their continuation flags, and render them into the Markdown contract of :mod:`chunker.parse` so both output
+chunks by their continuation flags, and render them into the Markdown contract of :mod:`chunker.contract` so both output
 modes become the same elements.
 
 Merging rules:
@@ -23,7 +23,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from chunker.parse import LIST_ITEM, PAGE_MARKER, PIPE_SEPARATOR, table_row_sentence
+from chunker.contract import LIST_ITEM, PAGE_MARKER, PIPE_SEPARATOR, table_row_sentence
 
 Flag = Literal["True", "False", "Partial"]
 PartialPolicy = Literal["merge_same_heading", "merge", "new"]

@@ -28,8 +28,8 @@ from chunker.config import ConverterConfig
 from chunker.convert.base import PageImages
 from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown
 from chunker.convert.trailer import check_output, split_trailer
-from chunker.parse import parse_markdown
-from chunker.prompts import build_request, clip_summary
+from chunker.contract import parse_markdown
+from chunker.convert.prompts import build_request, clip_summary
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
 
 FALLBACK_FAILED = "fallback failed"

@@ -1,4 +1,4 @@
-"""One page's lines, tables and figures -> Markdown blocks of the contract (see :mod:`chunker.parse`).
+"""One page's lines, tables and figures -> Markdown blocks of the contract (see :mod:`chunker.contract`).
 
 State that must survive page and batch boundaries (open heading path, an open table's header) lives in
 :class:`FlowState`, which the converter threads through a segment's pages in order.
@@ -13,7 +13,7 @@ from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import Line, PageText
-from chunker.parse import table_row_sentence
+from chunker.contract import table_row_sentence
 
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")

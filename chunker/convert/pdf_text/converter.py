@@ -18,7 +18,7 @@ from chunker.convert.pdf_text.headings import FontStats, font_stats
 from chunker.convert.pdf_text.ocr import PageOcr
 from chunker.convert.pdf_text.tables import Table, find_tables, page_rules, pipe_row
 from chunker.convert.pdf_text.textlayer import SOFT_HYPHENS, PageText, read_page
-from chunker.render import PDFIUM_LOCK
+from chunker.convert.render import PDFIUM_LOCK
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
 
 # pdfium is one process-wide C library that is not thread-safe; every converter instance shares this lock.

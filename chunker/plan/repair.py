@@ -1,4 +1,4 @@
-"""Validation and deterministic repair of an LLM chunk plan (see :mod:`chunker.planner_llm`).
+"""Validation and deterministic repair of an LLM chunk plan (see :mod:`chunker.plan.llm`).
 
 A plan answer is raw ID lists; :func:`repair_plan` turns them into plans that cover a section's elements exactly once,
 in order, counting every repair by kind. What cannot be repaired raises :class:`PlanRejected` and the section falls
@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 from chunker.config import PlannerConfig
-from chunker.planner import Plan, is_question, plan
+from chunker.plan.deterministic import Plan, is_question, plan
 from chunker.types import Element
 
 

@@ -1,4 +1,4 @@
-"""Drawing helpers for :mod:`chunker.samples`: an fpdf2 page with running header/footer, and Pillow images.
+"""Drawing helpers for :mod:`chunker.eval.samples`: an fpdf2 page with running header/footer, and Pillow images.
 
 Only fpdf2's core fonts are used (no TTF files), so samples build on a bare machine.
 """
@@ -24,7 +24,7 @@ class SamplePdf(FPDF):
         # cp1252 lets the core fonts carry the em dash, the bullet and the middle dot; pdfium maps them back to Unicode.
         self.core_fonts_encoding = "windows-1252"
         self.set_creation_date(CREATED)
-        self.set_producer("chunker.samples")
+        self.set_producer("chunker.eval.samples")
         self.set_margins(20, 25, 20)
         self.set_auto_page_break(True, margin=22)
         self.header_text = header_text

@@ -79,7 +79,7 @@ class _Pdf(FPDF):
     def __init__(self) -> None:
         super().__init__(format="A4", unit="mm")
         self.set_creation_date(_CREATED)
-        self.set_producer("chunker.synthetic")
+        self.set_producer("chunker.eval.synthetic")
         self.set_auto_page_break(False)
         self.set_compression(True)
 

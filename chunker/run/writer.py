@@ -13,11 +13,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chunker.bulk import ChunkSink
-from chunker.runstore import RunStore
+from chunker.index.bulk import ChunkSink
+from chunker.run.layout import RunStore
 from chunker.schemas import DOCUMENT, to_table
 from chunker.types import DocumentRecord
-from jobs.ledger import Ledger
+from chunker.run.ledger import Ledger
 from jobs.progress import Progress
 from jobs.stages import decode_chunks, decode_doc
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePath
 
-from chunker.planner import chunk_id
+from chunker.plan.deterministic import chunk_id
 from chunker.types import Chunk
 
 

@@ -4,7 +4,7 @@ No binary is committed: :func:`generate_samples` writes the PDFs with fpdf2's co
 a bare machine) and Pillow, and writes the same bytes on every run. :data:`SAMPLE_FACTS` names what tests and the
 README demo query look for in them.
 
-    python -m chunker.samples OUT_DIR
+    python -m chunker.eval.samples OUT_DIR
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from chunker.sample_pdf import SamplePdf, flow_diagram, scan_image
+from chunker.eval.sample_pdf import SamplePdf, flow_diagram, scan_image
 
 
 @dataclass(frozen=True)
@@ -325,7 +325,7 @@ def generate_samples(out_dir: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m chunker.samples OUT_DIR", file=sys.stderr)
+        print("usage: python -m chunker.eval.samples OUT_DIR", file=sys.stderr)
         return 2
     for path in generate_samples(Path(args[0])):
         print(path)

@@ -28,7 +28,7 @@ import numpy as np
 from chunker.config import MilvusConfig
 from chunker.types import Chunk
 
-log = logging.getLogger("chunker.bulk")
+log = logging.getLogger("chunker.index.bulk")
 DELETE_BATCH = 1000  # IDs per delete expression; long "in" lists make slow plans on the server
 
 
@@ -53,7 +53,7 @@ class BulkOps(Protocol):
 
 
 class Store(Protocol):
-    """What the sink needs of :class:`chunker.store.ChunkStore`."""
+    """What the sink needs of :class:`chunker.index.store.ChunkStore`."""
 
     lite: bool
     collection: str
@@ -119,7 +119,7 @@ class ChunkSink:
         return self._bulk  # type: ignore[return-value]
 
     def _bulk_load(self, chunks: list[Chunk], vecs: np.ndarray) -> None:
-        from chunker.store import chunk_row
+        from chunker.index.store import chunk_row
 
         ops = self._ops()
         # Last row wins for a repeated ID, as with upserts.

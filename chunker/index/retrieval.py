@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from chunker.config import Config
-from chunker.embed import Embedder
-from chunker.filters import QueryFilters, build_filter
-from chunker.store import ChunkStore
+from chunker.index.embed import Embedder
+from chunker.index.filters import QueryFilters, build_filter
+from chunker.index.store import ChunkStore
 
 
 class RerankerUnavailable(RuntimeError):

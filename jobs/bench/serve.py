@@ -5,9 +5,9 @@ texts from a synthetic vocabulary so the BM25 leg has work too), serves :mod:`se
 runs C concurrent clients of ``POST /v1/query`` for D seconds, prints latency percentiles, throughput and errors,
 and tears everything down. It reports; it never asserts.
 
-    python -m jobs.serve_bench --quick                 # 5k chunks, 10 s
-    python -m jobs.serve_bench --chunks 100000 --clients 8 --duration 60
-    python -m jobs.serve_bench --chunks 100000 --db /tmp/bench100k.db   # keep the collection, reuse it next time
+    python -m jobs.bench.serve --quick                 # 5k chunks, 10 s
+    python -m jobs.bench.serve --chunks 100000 --clients 8 --duration 60
+    python -m jobs.bench.serve --chunks 100000 --db /tmp/bench100k.db   # keep the collection, reuse it next time
 
 The query-embedding cache is off unless ``--set retrieval.query_cache_size=N`` turns it on: the bench cycles
 through 200 questions, and a cache would measure the cache.
@@ -81,7 +81,7 @@ def load_collection(cfg: Config, n: int, dim: int, batch: int = 2000) -> float:
     Meant for a Milvus Lite path in a child process: in-process Lite inserts ran ~5x faster than through
     `milvus-lite server` (measured), and the child's exit releases the data-dir lock for the server.
     """
-    from chunker.store import ChunkStore, chunk_row
+    from chunker.index.store import ChunkStore, chunk_row
 
     rng = np.random.default_rng(11)
     vocab = vocabulary()
@@ -217,7 +217,7 @@ def _wait_port(port: int, timeout_s: float) -> None:
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m jobs.serve_bench", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m jobs.bench.serve", description=__doc__.split("\n")[0])
     p.add_argument("--config", default=None, help="YAML config for the app (defaults when omitted).")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Config override; repeatable.")
     p.add_argument("--chunks", type=int, default=100_000, help="Synthetic chunks in the collection.")
@@ -261,7 +261,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     }
     server: subprocess.Popen[bytes] | None = None
     try:
-        from chunker.embed import Embedder
+        from chunker.index.embed import Embedder
 
         dim = Embedder(cfg.embed).dim
         if lite_dir.exists():

@@ -8,7 +8,7 @@ machine, Ray actors would mostly measure process contention, while the simulated
 
 Pages are rendered in one of two ways:
 
-* ``full``: :class:`chunker.render.RenderedDocument`, exactly what ``convert_segment`` does (1568 px JPEG);
+* ``full``: :class:`chunker.convert.render.RenderedDocument`, exactly what ``convert_segment`` does (1568 px JPEG);
 * ``proxy``: a real pdfium render at a small size, reported to the engine as the size the full render would have,
   so the engine's visual-token load is exact while the host CPU stays out of the way of many engines;
 * ``sizes``: no render at all (a fixed 8 px JPEG), the full render's size reported: for corpora of tens of
@@ -27,9 +27,9 @@ from typing import Any, Callable, Literal
 from chunker.backends.base import GenerationRequest, GenerationResult, ModelBackend
 from chunker.config import Config, RenderConfig, config_hash
 from chunker.convert.vlm import VlmConverter
-from chunker.intake import InputFile, inspect, plan_segments
-from chunker.pipeline import convert_segment, make_converter
-from chunker.render import PDFIUM_LOCK, render_scale
+from chunker.intake.files import InputFile, inspect, plan_segments
+from chunker.run.segment import convert_segment, make_converter
+from chunker.convert.render import PDFIUM_LOCK, render_scale
 from chunker.types import ConvertedBatch, SegmentJob
 
 RenderMode = Literal["full", "proxy", "sizes"]

@@ -1,10 +1,10 @@
 """LLM chunk planning over element IDs (``planner.kind: llm``).
 
-The model never sees or writes the document's text in full. Per section (see :mod:`chunker.sectioning`) it gets the
+The model never sees or writes the document's text in full. Per section (see :mod:`chunker.plan.sectioning`) it gets the
 element IDs (the element ordinals), kinds, sizes, 80-character previews and the heading hierarchy, and answers a
 JSON plan: ``{"chunks": [[id, ...], ...]}``, one ordered ID list per chunk (a JSON schema asks for guided decoding
 where the backend offers it). Chunk text is then rebuilt locally from the verbatim elements
-(:func:`chunker.planner.build_chunks`), so nothing can be hallucinated into a chunk.
+(:func:`chunker.plan.deterministic.build_chunks`), so nothing can be hallucinated into a chunk.
 
 An answer is validated and repaired deterministically, each repair counted by kind: unknown IDs are dropped,
 repeats are dropped keeping the first (a repeated heading is the model reusing it as context: counted apart), lists
@@ -27,10 +27,10 @@ from typing import Any
 
 from chunker.backends.base import BackendUnavailable, EngineDead, GenerationRequest, ModelBackend
 from chunker.config import PlannerConfig
-from chunker.plan_repair import PlanRejected, parse_answer, repair_plan
-from chunker.planner import Plan, build_chunks, is_question, plan, verify_coverage
-from chunker.planning_report import PlanningStats
-from chunker.sectioning import Section, split_sections
+from chunker.plan.repair import PlanRejected, parse_answer, repair_plan
+from chunker.plan.deterministic import Plan, build_chunks, is_question, plan, verify_coverage
+from chunker.plan.report import PlanningStats
+from chunker.plan.sectioning import Section, split_sections
 from chunker.types import Chunk, Element
 
 PLANNER_LLM = "llm"
@@ -117,7 +117,7 @@ class LlmPlanner:
     """Plans segments section by section with any :class:`ModelBackend`; accumulates :attr:`stats`.
 
     ``plan`` is async (sections of a segment go to the backend concurrently); ``chunks_sync`` serves sync callers
-    (a Ray CPU stage, :func:`chunker.pipeline.plan_segment`) on a private event loop kept for the planner's life, so
+    (a Ray CPU stage, :func:`chunker.run.segment.plan_segment`) on a private event loop kept for the planner's life, so
     a backend bound to its first loop keeps working across segments.
     """
 

@@ -1,7 +1,7 @@
 """Versioned conversion prompts and the request builder.
 
 Two output modes share one system prompt and one ending: ``markdown`` (the Markdown contract of
-:mod:`chunker.parse`, with table rows written as self-contained sentences) and ``chunks`` (the continuation-flag chunk
+:mod:`chunker.contract`, with table rows written as self-contained sentences) and ``chunks`` (the continuation-flag chunk
 format, rendered into the same contract by :mod:`chunker.convert.chunk_format`). Both end with a machine-readable
 context trailer (:mod:`chunker.convert.trailer`) that carries the running summary to the next batch.
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 import numpy as np
 
 from chunker.config import MilvusConfig
-from chunker.filters import render_filter
+from chunker.index.filters import render_filter
 from chunker.types import Chunk
 
 SCHEMA_VERSION = 1

@@ -135,13 +135,13 @@ def format_report(report: dict[str, Any]) -> str:
 
 
 def write_report(store: Any, report: dict[str, Any], name: str = "planning_report") -> None:
-    """Write ``{name}.json`` and ``{name}.txt`` into a :class:`~chunker.runstore.RunStore`."""
+    """Write ``{name}.json`` and ``{name}.txt`` into a :class:`~chunker.run.layout.RunStore`."""
     store.write_json(f"{name}.json", report)
     store.write_text(f"{name}.txt", format_report(report) + "\n")
 
 
 def report_for_run(store: Any, stats: PlanningStats | None = None, config_hash: str = "") -> dict[str, Any]:
-    """The report of a finished run folder (a :class:`~chunker.runstore.RunStore`) from its chunks/ and elements/
+    """The report of a finished run folder (a :class:`~chunker.run.layout.RunStore`) from its chunks/ and elements/
     tables: what ingest calls after its run. Counters the tables do not hold (repairs, tokens, time) come from
     ``stats`` when the caller kept them."""
     from chunker.schemas import CHUNK, ELEMENT, from_table

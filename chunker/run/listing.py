@@ -14,9 +14,9 @@ import json
 from typing import Any
 
 from chunker.config import Config
-from chunker.intake import InputError, is_manifest, iter_inputs, manifest_entry
-from chunker.runstore import RunStore
-from chunker.sources import uri_of
+from chunker.intake.files import InputError, is_manifest, iter_inputs, manifest_entry
+from chunker.run.layout import RunStore
+from chunker.intake.sources import uri_of
 
 
 def direct_manifest(input_path: str) -> bool:

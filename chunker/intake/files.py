@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from chunker import sources
+from chunker.intake import sources
 from chunker.config import IntakeConfig
-from chunker.normalize import NormalizeError, kind_of, to_pdf
+from chunker.intake.normalize import NormalizeError, kind_of, to_pdf
 from chunker.types import DocumentRecord, SegmentJob
 
 _HASH_CHUNK = 1 << 20

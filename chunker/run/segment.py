@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING
 
 from chunker.config import Config, config_hash
 from chunker.convert.base import Converter
-from chunker.intake import InputFile, inspect, plan_segments
-from chunker.parse import parse_batches
-from chunker.planner import CoverageError, build_chunks, plan
-from chunker.render import RenderedDocument
+from chunker.intake.files import InputFile, inspect, plan_segments
+from chunker.contract import parse_batches
+from chunker.plan.deterministic import CoverageError, build_chunks, plan
+from chunker.convert.render import RenderedDocument
 from chunker.types import BatchContext, Chunk, ConvertedBatch, DocumentRecord, Element, SegmentJob, Status
 
 MODEL_BACKENDS = ("vllm", "openai", "transformers", "simulated", "scripted")
@@ -79,7 +79,7 @@ def segment_status(job: SegmentJob, batches: list[ConvertedBatch], max_fallback_
 
 # --- planner dispatch (planner.kind: deterministic | llm) ---------------------------------------------------------
 if TYPE_CHECKING:  # the LLM planner (and any model backend) is imported only when the config asks for it
-    from chunker.planner_llm import LlmPlanner
+    from chunker.plan.llm import LlmPlanner
 
 
 def planner_for(cfg: Config, backend: object | None = None) -> LlmPlanner | None:
@@ -91,7 +91,7 @@ def planner_for(cfg: Config, backend: object | None = None) -> LlmPlanner | None
     """
     if cfg.planner.kind != "llm":
         return None
-    from chunker.planner_llm import LlmPlanner
+    from chunker.plan.llm import LlmPlanner
 
     if backend is None:
         from chunker.backends.registry import make_backend
@@ -116,7 +116,7 @@ def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], cfg: Config, cf
     seed: list[str] = []
     overlap = [b for b in batches if b.context_only]
     if overlap and overlap[-1].context_out:
-        # The segment starts under the headings its overlap left open (see chunker.intake.plan_segments).
+        # The segment starts under the headings its overlap left open (see chunker.intake.files.plan_segments).
         seed = BatchContext.from_json(overlap[-1].context_out).heading_path
     status, error = segment_status(job, batches, cfg.converter.max_fallback_share)
     result = SegmentResult(job=job, batches=batches, status=status, error=error,

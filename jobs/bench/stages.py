@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.intake import InputFile, inspect, plan_segments
-from chunker.parse import parse_batches
-from chunker.planner import build_chunks, plan
-from chunker.render import RenderedDocument
+from chunker.intake.files import InputFile, inspect, plan_segments
+from chunker.contract import parse_batches
+from chunker.plan.deterministic import build_chunks, plan
+from chunker.convert.render import RenderedDocument
 
 CLOUDWAY = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rag-multi-corpus-cloudway" / "pdf"
 
@@ -69,7 +69,7 @@ def stage_costs(cfg: Config, paths: list[str], embed: bool = True, milvus: bool 
     out["render_encode_parse_plan_ms"] = round(ms["render"] + ms["encode"] + ms["parse"] + ms["plan"], 2)
     vecs = None
     if embed and chunks:
-        from chunker.embed import Embedder
+        from chunker.index.embed import Embedder
 
         emb = Embedder(cfg.embed)
         chunks = chunks[:embed_sample]  # a sample: MiniLM on 2 cores runs at tens of chunks per second
@@ -87,7 +87,7 @@ def stage_costs(cfg: Config, paths: list[str], embed: bool = True, milvus: bool 
 
 
 def _milvus_rate(cfg: Config, chunks: list[Any], vecs: Any) -> float:
-    from chunker.store import ChunkStore
+    from chunker.index.store import ChunkStore
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-milvus-"))
     mcfg = cfg.milvus.model_copy(update={"uri": str(tmp / "bench.db"), "collection": "bench"})

@@ -14,7 +14,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
-from chunker.runstore import RunStore
+from chunker.run.layout import RunStore
 
 
 def store_target(uri: str, collection: str) -> str:

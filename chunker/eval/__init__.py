@@ -1,0 +1,1 @@
+"""Evaluation: retrieval metrics, baselines, answer judging, and the generated sample and synthetic corpora."""

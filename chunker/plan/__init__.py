@@ -1,0 +1,1 @@
+"""Chunk planning over element IDs: the deterministic and LLM planners, their repairs and report."""

@@ -1,0 +1,1 @@
+"""The benchmark machinery behind ``python -m jobs.benchmark``."""
