@@ -15,12 +15,14 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from chunker.errors import SetupError
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-class ConfigError(ValueError):
+class ConfigError(SetupError, ValueError):
     """A configuration file or override is wrong; the message names the field."""
 
 
@@ -242,7 +244,9 @@ class Config(_Section):
     @field_validator("converter")
     @classmethod
     def _known_backend(cls, v: ConverterConfig) -> ConverterConfig:
-        known = {"pdf-text", "vllm", "openai", "transformers", "simulated", "scripted"}
+        from chunker.backends.registry import known_backends  # the one list of model backends
+
+        known = {"pdf-text", *known_backends()}
         if v.backend not in known:
             raise ValueError(f"unknown converter backend {v.backend!r}; known: {', '.join(sorted(known))}")
         return v

@@ -15,6 +15,9 @@ The contract every converter writes, model or not:
   line; lines directly below without a blank line extend the description.
 * Fenced code blocks (```) are one ``code`` element.
 
+This module is the contract's one home: its grammar (the patterns below), its writers (:func:`page_marker`,
+:func:`table_block`, :func:`figure_line`; every converter writes through them) and its parser.
+
 Element IDs are ``{doc_id}:{ordinal}``; ordinals restart per segment at ``segment_index * SEGMENT_STRIDE`` so
 segments parsed on different workers never collide and one document's IDs sort in reading order.
 """
@@ -39,6 +42,35 @@ _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
 PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
 
 
+# --- writers ---------------------------------------------------------------------------------------------------
+TABLE_OPEN = "<!-- table -->"
+TABLE_CONTINUED = "<!-- table continued -->"
+TABLE_CLOSE = "<!-- /table -->"
+
+
+def page_marker(page: int) -> str:
+    """The line that says: what follows is on 1-based page ``page``."""
+    return f"<!-- page {page} -->"
+
+
+def page_numbers(markdown: str) -> list[int]:
+    """The pages named by the page markers of ``markdown``, in order of appearance."""
+    return [int(m.group(1)) for line in markdown.splitlines() if (m := PAGE_MARKER.match(line))]
+
+
+def table_block(rows: Iterable[str], continued: bool = False) -> list[str]:
+    """The lines of a row-sentence table block (one self-contained sentence per row)."""
+    return [TABLE_CONTINUED if continued else TABLE_OPEN, *rows, TABLE_CLOSE]
+
+
+def figure_line(description: str, bbox: Iterable[float] | None = None) -> str:
+    """A figure: its description (brackets made safe) and, where known, its box in PDF points."""
+    text = (description or "Image").replace("]", ")").replace("[", "(")
+    box = f" <!-- bbox {' '.join(str(v) for v in bbox)} -->" if bbox is not None else ""
+    return f"![{text}](figure){box}"
+
+
+# --- parser ----------------------------------------------------------------------------------------------------
 @dataclass
 class _Block:
     kind: str

@@ -5,10 +5,15 @@ Every table also carries ``config_hash`` so a row's lineage (which settings made
 
 from __future__ import annotations
 
-from dataclasses import asdict, fields, is_dataclass
+import json
+from dataclasses import fields, is_dataclass
 from typing import Any
 
 import pyarrow as pa
+
+from chunker.types import DocumentRecord, Problem, Stage, Status
+
+PROBLEM = pa.struct([("stage", pa.string()), ("code", pa.string()), ("message", pa.string())])
 
 DOCUMENT = pa.schema([
     ("doc_id", pa.string()),
@@ -16,21 +21,11 @@ DOCUMENT = pa.schema([
     ("source", pa.string()),
     ("num_pages", pa.int32()),
     ("status", pa.string()),
-    ("error", pa.string()),
+    ("error", pa.string()),  # the problems' messages joined, for people and SQL-ish filters
+    ("problems", pa.list_(PROBLEM)),
     ("size_bytes", pa.int64()),
     ("num_chunks", pa.int32()),
     ("fallback_pages", pa.int32()),
-    ("config_hash", pa.string()),
-])
-
-RENDERED_PAGE = pa.schema([
-    ("doc_id", pa.string()),
-    ("page", pa.int32()),
-    ("width", pa.int32()),
-    ("height", pa.int32()),
-    ("bytes", pa.int64()),
-    ("render_ms", pa.float32()),
-    ("encode_ms", pa.float32()),
     ("config_hash", pa.string()),
 ])
 
@@ -50,6 +45,7 @@ CONVERTED_BATCH = pa.schema([
     ("attempts", pa.int32()),
     ("fallback", pa.bool_()),
     ("fallback_pages", pa.list_(pa.int32())),
+    ("lost_pages", pa.list_(pa.int32())),
     ("context_only", pa.bool_()),
     ("error", pa.string()),
     ("config_hash", pa.string()),
@@ -86,8 +82,26 @@ CHUNK = pa.schema([
     ("source_uri", pa.string()),
 ])
 
-SCHEMAS = {"documents": DOCUMENT, "pages": RENDERED_PAGE, "batches": CONVERTED_BATCH,
-           "elements": ELEMENT, "chunks": CHUNK}
+def safe_text(value: str) -> str:
+    """``value`` as valid UTF-8 text: a lone surrogate (a PDF's broken UTF-16, a file name with odd bytes) becomes
+    U+FFFD instead of making Arrow, Parquet or JSON raise for the whole block."""
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        # Through UTF-16: a surrogate pair split into two code points is joined back into its character, and a
+        # truly lone surrogate becomes U+FFFD.
+        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _safe(value: Any) -> Any:
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [_safe(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _safe(v) for k, v in value.items()}
+    return value
 
 
 def _row(obj: Any) -> dict[str, Any]:
@@ -98,26 +112,23 @@ def _row(obj: Any) -> dict[str, Any]:
 
 def to_table(rows: list[Any], schema: pa.Schema, **constants: Any) -> pa.Table:
     """Rows (dataclasses or dicts) -> a table of exactly ``schema``; ``constants`` fill columns for every row
-    (e.g. ``config_hash``). Missing columns become nulls; unknown attributes are ignored."""
-    import json
-
+    (e.g. ``config_hash``). Missing columns become nulls; unknown attributes are ignored; every string is made
+    safe UTF-8 (:func:`safe_text`)."""
     dicts = [_row(r) for r in rows]
     cols: dict[str, list[Any]] = {}
     for name in schema.names:
         if name in constants:
-            cols[name] = [constants[name]] * len(dicts)
+            cols[name] = [_safe(constants[name])] * len(dicts)
             continue
         values = [d.get(name) for d in dicts]
         if name == "attrs":
             values = [json.dumps(v or {}, sort_keys=True) for v in values]
-        cols[name] = values
+        cols[name] = [_safe(v) for v in values]
     return pa.Table.from_pydict(cols, schema=schema)
 
 
 def from_table(table: pa.Table, cls: type) -> list[Any]:
     """Table rows -> dataclass instances (the inverse of :func:`to_table` for the dataclass's own fields)."""
-    import json
-
     names = {f.name for f in fields(cls)}
     out = []
     for row in table.to_pylist():
@@ -128,5 +139,21 @@ def from_table(table: pa.Table, cls: type) -> list[Any]:
     return out
 
 
-def as_dicts(rows: list[Any]) -> list[dict[str, Any]]:
-    return [asdict(r) if is_dataclass(r) else dict(r) for r in rows]
+def document_row(doc: DocumentRecord, num_chunks: int, fallback_pages: int) -> dict[str, Any]:
+    """A document's outcome as a ``DOCUMENT`` row."""
+    return {"doc_id": doc.doc_id, "source_uri": doc.source_uri, "source": doc.source, "num_pages": doc.num_pages,
+            "status": str(doc.status), "error": doc.error, "problems": [p.to_dict() for p in doc.problems],
+            "size_bytes": doc.size_bytes, "num_chunks": num_chunks, "fallback_pages": fallback_pages}
+
+
+def read_documents(table: pa.Table) -> list[DocumentRecord]:
+    """``DOCUMENT`` rows -> records (older runs without a ``problems`` column keep their reason as one problem)."""
+    out = []
+    for row in table.to_pylist():
+        problems = [Problem.from_dict(p) for p in row.get("problems") or []]
+        if not problems and row.get("error"):
+            problems = [Problem(Stage.CONVERT, "unknown", row["error"])]
+        out.append(DocumentRecord(doc_id=row["doc_id"], source_uri=row["source_uri"] or "", source=row["source"] or "",
+                                  num_pages=row["num_pages"] or 0, status=Status(row["status"]), problems=problems,
+                                  size_bytes=row.get("size_bytes") or 0))
+    return out

@@ -7,9 +7,70 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any, Literal
 
-Status = Literal["ok", "partial", "failed", "skipped"]
+
+class Status(str, Enum):
+    """A document's outcome. Decided in one place: :func:`chunker.run.verdict.document_verdict`."""
+
+    OK = "ok"
+    PARTIAL = "partial"  # indexed, but some pages are missing or came from the text-layer fallback
+    FAILED = "failed"  # nothing indexed
+    SKIPPED = "skipped"  # already done (ledger); nothing to do
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Stage(str, Enum):
+    """Where in the lifecycle a problem arose."""
+
+    INTAKE = "intake"
+    CONVERT = "convert"
+    PLAN = "plan"
+    EMBED = "embed"
+    WRITE = "write"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Problem:
+    """One thing that went wrong for a document: typed, so nothing ever reads a status out of message text."""
+
+    stage: Stage
+    code: str  # short and stable, e.g. "encrypted", "timeout", "pages_lost"
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"stage": str(self.stage), "code": self.code, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, str]) -> "Problem":
+        return cls(Stage(d["stage"]), d["code"], d["message"])
+
+
+def problems_text(problems: list[Problem], limit: int = 4000) -> str:
+    """The human-readable reason column: every distinct message, in order."""
+    return "; ".join(dict.fromkeys(p.message for p in problems))[:limit]
+
+
+def page_ranges(pages: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7": short enough for an error column."""
+    ps = sorted(set(pages))
+    out: list[str] = []
+    i = 0
+    while i < len(ps):
+        j = i
+        while j + 1 < len(ps) and ps[j + 1] == ps[j] + 1:
+            j += 1
+        out.append(str(ps[i]) if i == j else f"{ps[i]}-{ps[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
 ElementKind = Literal["heading", "paragraph", "list", "table_row", "figure", "code"]
 Modality = Literal["text", "table", "figure"]
 
@@ -22,9 +83,13 @@ class DocumentRecord:
     source_uri: str
     source: str  # path relative to the input root: what users see in hits
     num_pages: int
-    status: Status
-    error: str = ""
+    status: Status = Status.OK  # the intake outcome; the document's final one comes from run.verdict
+    problems: list[Problem] = field(default_factory=list)
     size_bytes: int = 0
+
+    @property
+    def error(self) -> str:
+        return problems_text(self.problems)
 
 
 @dataclass
@@ -97,9 +162,10 @@ class ConvertedBatch:
     finish_reason: str = ""
     attempts: int = 1
     fallback: bool = False
-    fallback_pages: list[int] = field(default_factory=list)
+    fallback_pages: list[int] = field(default_factory=list)  # pages whose Markdown came from the text layer
+    lost_pages: list[int] = field(default_factory=list)  # pages left empty: neither model nor text layer read them
     context_only: bool = False  # overlap batch: output used for context, dropped from elements
-    error: str = ""
+    error: str = ""  # what went wrong on the way, for people; outcomes are read from the typed fields above
     config_hash: str = ""
 
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from chunker.config import Config, config_hash
 from chunker.eval.metrics import Evidence, QuestionScore, RankedHit, aggregate, aggregate_by_type, score_question
-from jobs.common import base_parser, load_or_exit, setup_logging
+from chunker.cli import base_parser, load_or_exit
+from jobs.common import setup_logging
 
 MODES = ("dense", "sparse", "hybrid")
 
@@ -92,7 +93,7 @@ def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any
 
 def baseline_sets(cfg: Config, corpus: str, reference: str | None) -> dict[str, list[Any]]:
     from chunker.eval.baselines import fixed_size_chunks, reference_chunks, text_layer_pages
-    from chunker.intake.files import iter_inputs
+    from chunker.intake.inputs import iter_inputs
 
     fixed = []
     for f in iter_inputs(corpus, cfg.intake):

@@ -18,13 +18,16 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.intake.files import InputError
-from chunker.run.layout import RunStore
-from jobs.common import base_parser, init_ray, load_or_exit, preflight, setup_error, setup_logging
+from chunker.errors import SetupError, find_setup_error
+from chunker.intake.inputs import InputError
+from chunker.run.layout import SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
+from chunker.run.rows import SegmentRow
+from chunker.run.writer import Writer
+from chunker.cli import base_parser, load_or_exit
+from jobs.common import init_ray, preflight, setup_logging
 from jobs.progress import Progress
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_rows
-from chunker.run.writer import DocState, Writer  # noqa: F401 - DocState re-exported for callers of the old module
 
 
 @dataclass
@@ -47,45 +50,59 @@ class RunSummary:
     problems: list[dict[str, str]] = field(default_factory=list)
 
 
+def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # noqa: ANN201 - ray.data.Dataset
+    """The dataset of input rows: a manifest read by Ray itself, or the listing parts the driver wrote."""
+    import ray
+
+    from chunker.run.listing import manifest_base, manifest_rows
+
+    if listed is None:
+        uris, base = [input_path], manifest_base(input_path)
+    elif not listed:
+        return None
+    else:
+        uris, base = listed, ""
+    ds = ray.data.read_text(uris)
+    return ds.flat_map(manifest_rows, fn_kwargs={"base_uri": base}, num_cpus=cfg.ray.stage_num_cpus)
+
+
 def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: bool = True, target: str = "",
                   convert_stage: type = ConvertStage):  # noqa: ANN201 - ray.data.Dataset
     """The pipeline over ``files``: a list of ``{"path", "source"}`` dicts or a dataset of such rows."""
     import ray
     from ray.data import ActorPoolStrategy
 
-    cj = cfg.model_dump_json()
     r = cfg.ray
     cpu = r.stage_num_cpus
     # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again.
     restart = {"max_restarts": r.actor_max_restarts, "max_task_retries": r.actor_max_task_retries}
     ds = files if isinstance(files, ray.data.Dataset) else ray.data.from_items(files)
     ds = ds.flat_map(intake_rows, num_cpus=cpu, fn_kwargs={
-        "cfg_json": cj, "out_uri": out_uri, "cfg_hash": cfg_hash, "target": target, "force": force})
+        "cfg": cfg, "out_uri": out_uri, "cfg_hash": cfg_hash, "target": target, "force": force})
     ds = ds.map_batches(
-        convert_stage, fn_constructor_kwargs={"cfg_json": cj, "cfg_hash": cfg_hash, "out_uri": out_uri,
-                                              "timeout_s": r.document_timeout_s},
+        convert_stage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},
         batch_size=1, num_cpus=cpu, num_gpus=r.convert_num_gpus or None,
         compute=ActorPoolStrategy(size=r.convert_actors, max_concurrent_calls_per_actor=r.convert_concurrency),
         **restart,
     )
     ds = ds.map_batches(
-        PlanStage, fn_constructor_kwargs={"cfg_json": cj, "cfg_hash": cfg_hash, "out_uri": out_uri},
+        PlanStage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},
         batch_size=1, num_cpus=cpu, compute=ActorPoolStrategy(size=1), **restart,
     )
     ds = ds.map_batches(
-        EmbedStage, fn_constructor_kwargs={"cfg_json": cj}, batch_size=4, num_cpus=cpu,
+        EmbedStage, fn_constructor_kwargs={"cfg": cfg}, batch_size=4, num_cpus=cpu,
         num_gpus=r.embed_num_gpus or None, compute=ActorPoolStrategy(size=r.embed_actors), **restart,
     )
     return ds
 
 
-def _bulk_factory(store: Any, cfg: Config, out_uri: str):  # noqa: ANN202
+def _bulk_factory(store: Any, cfg: Config, runstore: RunStore):  # noqa: ANN202
     import os
 
     from chunker.index.bulk import PymilvusBulkOps
 
     def make() -> PymilvusBulkOps:
-        bulk_uri = cfg.milvus.bulk_uri or os.path.join(RunStore(out_uri).root, "bulk")
+        bulk_uri = cfg.milvus.bulk_uri or runstore.bulk_uri()
         return PymilvusBulkOps(store, cfg.milvus, bulk_uri, token=os.environ.get(cfg.milvus.token_env, ""))
     return make
 
@@ -95,9 +112,9 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
-    from chunker.intake.sources import kind
     from chunker.index.store import ChunkStore
-    from chunker.run.listing import direct_manifest, input_dataset, write_listing
+    from chunker.intake.sources import kind
+    from chunker.run.listing import direct_manifest, write_listing
 
     t0 = time.perf_counter()
     out_uri = output or cfg.output.dir
@@ -111,16 +128,17 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     init_ray(cfg)
     dim = Embedder.dimension(cfg.embed)
     store = ChunkStore(cfg.milvus, dim)
-    sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg, out_uri))
+    sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg, runstore))
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
     try:
         with Progress(cfg.ray.status_interval_s) as progress:
-            writer = Writer(store, sink, ledger, progress, runstore, h, commit_rows, cfg.milvus.commit_interval_s)
-            inputs = input_dataset(input_path, cfg, runstore, listed)
+            writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
+                            cfg.milvus.commit_interval_s, progress)
+            inputs = input_dataset(input_path, cfg, listed)
             if inputs is not None:
                 ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage)
-                writer.consume(ds.iter_rows())
+                writer.consume(SegmentRow.decode(row) for row in ds.iter_rows())
             writer.flush_doc_rows()
         store.flush()
         collection_rows = store.count()
@@ -137,7 +155,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         output=runstore.root, load_mode="+".join(modes) or "none", problems_total=t.problems_total,
         problems=t.problems,
     )
-    runstore.write_json("summary.json", asdict(summary))
+    runstore.write_json(SUMMARY, asdict(summary))
     return summary
 
 
@@ -169,10 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:
-        reason = setup_error(exc)
-        if reason is None:
+        setup = exc if isinstance(exc, SetupError) else find_setup_error(exc)
+        if setup is None:
             raise  # a defect: keep the traceback
-        print(f"error: {reason}", file=sys.stderr)
+        print(f"error: {setup}", file=sys.stderr)
         return 3
     print_summary(summary)
     return 0

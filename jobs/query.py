@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from jobs.common import base_parser, load_or_exit
+from chunker.cli import base_parser, load_or_exit
 
 
 def read_queries(path: str) -> Iterator[dict[str, str]]:

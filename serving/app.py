@@ -33,6 +33,7 @@ from ray.serve import Application
 
 from chunker.config import Config, ConfigError, load_config
 from chunker.index.filters import FilterError
+from chunker.index.store import is_outage
 from serving.schemas import ErrorDetail, ErrorResponse, HealthResponse, HitOut, QueryRequest, QueryResponse, Timings
 
 # Serve forwards this logger to the replica's log file with request ids attached.
@@ -76,27 +77,6 @@ async def _defect(_: Request, exc: Exception) -> JSONResponse:
     # Last resort only: the query route catches its own errors, so reaching this is a bug worth a traceback in the log.
     logger.exception("unhandled error in query service: %s", exc)
     return _error(500, "internal", "internal error; see the service log")
-
-
-def _store_errors() -> tuple[type[BaseException], ...]:
-    """Exception types that mean 'Milvus is not reachable' rather than 'the code is wrong'."""
-    from pymilvus.exceptions import ConnectError, ConnectionNotExistException, MilvusUnavailableException
-
-    from chunker.index.store import StoreUnavailable
-
-    return (StoreUnavailable, ConnectionError, TimeoutError, ConnectError, ConnectionNotExistException,
-            MilvusUnavailableException)
-
-
-def is_store_outage(exc: BaseException, types: tuple[type[BaseException], ...]) -> bool:
-    """True for errors of an unreachable store: those types, or pymilvus' CONNECT_FAILED (a server that died
-    after we connected surfaces as a plain MilvusException with that code, measured with pymilvus 3.0)."""
-    if isinstance(exc, types):
-        return True
-    from pymilvus.client.types import Status
-    from pymilvus.exceptions import MilvusException
-
-    return isinstance(exc, MilvusException) and getattr(exc, "code", None) == Status.CONNECT_FAILED
 
 
 class Coalescer:
@@ -174,7 +154,6 @@ class QueryService:
     def __init__(self, config: dict[str, Any]) -> None:
         self.cfg = Config.model_validate(config)
         self._lock = threading.Lock()
-        self._store_error_types = _store_errors()
         self._embedder: Any = None
         self._model_error = ""
         self._retriever: Any = None
@@ -216,12 +195,12 @@ class QueryService:
                 self._warm_up(retriever)
                 self._retriever = retriever
                 self._store_error = ""
-            except self._store_error_types as exc:
-                self._store_error = f"{type(exc).__name__}: {exc}"
-                logger.warning("milvus store unavailable at %s: %s", self.cfg.milvus.uri, self._store_error)
             except Exception as exc:  # noqa: BLE001 - e.g. SchemaMismatch: say so at /readyz, keep the replica up
                 self._store_error = f"{type(exc).__name__}: {exc}"
-                logger.exception("could not open the chunk store at %s", self.cfg.milvus.uri)
+                if is_outage(exc):
+                    logger.warning("milvus store unavailable at %s: %s", self.cfg.milvus.uri, self._store_error)
+                else:
+                    logger.exception("could not open the chunk store at %s", self.cfg.milvus.uri)
         finally:
             self._lock.release()
         return self._retriever
@@ -272,7 +251,7 @@ class QueryService:
                 checks["store"] = "ok" if store.client.has_collection(store.collection) else (
                     f"error: collection {store.collection!r} is missing")
             except Exception as exc:  # noqa: BLE001 - a probe never 500s; the failure is the answer
-                if not is_store_outage(exc, self._store_error_types):
+                if not is_outage(exc):
                     logger.exception("readiness probe failed")
                 checks["store"] = f"error: {type(exc).__name__}: {exc}"
         ready = all(v == "ok" for v in checks.values())
@@ -311,7 +290,7 @@ class QueryService:
             # The retriever's last word on filter values (QueryFilters has already checked their shape).
             return _error(422, "invalid_request", str(exc), [ErrorDetail(field="body.filters", message=str(exc))])
         except Exception as exc:  # noqa: BLE001 - outage -> 503; anything else is a defect: logged, no traceback out
-            if is_store_outage(exc, self._store_error_types):
+            if is_outage(exc):
                 logger.warning("query failed, store unavailable: %s", exc)
                 self._store_error = f"{type(exc).__name__}: {exc}"
                 return self._unavailable()
@@ -398,7 +377,9 @@ def build_app(args: dict[str, Any]) -> Application:
 
 def main(argv: list[str] | None = None) -> None:
     """Start Ray (or join RAY_ADDRESS) and serve on serve.host:serve.port until interrupted."""
-    from jobs.common import base_parser, init_ray
+    import ray
+
+    from chunker.cli import base_parser, ray_init_options
 
     ns = base_parser("Serve the query API until interrupted.").parse_args(argv)
     args: dict[str, Any] = {"config": ns.config, "set": ns.overrides}
@@ -406,7 +387,8 @@ def main(argv: list[str] | None = None) -> None:
         cfg = config_from_args(args)
     except ConfigError as exc:
         raise SystemExit(f"error: {exc}") from None
-    init_ray(cfg)
+    if not ray.is_initialized():
+        ray.init(**ray_init_options(cfg))
     serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
     logger.info("serving on http://%s:%d", cfg.serve.host, cfg.serve.port)
     serve.run(build_app(args), name="query", route_prefix="/", blocking=True)

@@ -10,7 +10,8 @@ import pytest
 
 from chunker.backends.base import GenerationRequest
 from chunker.backends.simulated import EngineSpec, SimulatedBackend
-from chunker.convert.trailer import check_output, page_markers
+from chunker.contract import page_numbers as page_markers
+from chunker.convert.trailer import check_output
 from chunker.convert.prompts import build_request
 from chunker.eval.synthetic import page_counts, write_document
 from chunker.types import BatchContext

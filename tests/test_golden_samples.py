@@ -40,7 +40,7 @@ def body(chunk: Chunk) -> str:
 def results(samples_dir: Path) -> dict[str, Any]:
     """Every sample converted once on the CPU path (pdf-text, OCR for the scanned page)."""
     from chunker.config import load_config
-    from chunker.run.segment import process_document
+    from chunker.run.local import process_document
 
     local = REPO_ROOT / "configs" / "local.yaml"
     cfg = load_config(local if local.is_file() else None, ["converter.backend=pdf-text"])
@@ -207,7 +207,7 @@ def test_each_sample_question_is_answered_by_a_chunk_of_its_file(results: dict[s
 
 def test_reprocessing_gives_the_same_chunk_ids(samples_dir: Path, manual: Any) -> None:
     from chunker.config import load_config
-    from chunker.run.segment import process_document
+    from chunker.run.local import process_document
 
     local = REPO_ROOT / "configs" / "local.yaml"
     cfg = load_config(local if local.is_file() else None, ["converter.backend=pdf-text"])

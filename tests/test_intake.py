@@ -3,7 +3,9 @@ from pathlib import Path
 import pytest
 
 from chunker.config import IntakeConfig
-from chunker.intake.files import InputError, InputFile, input_root, inspect, iter_inputs, plan_segments
+from chunker.intake.inputs import InputError, InputFile, input_root, iter_inputs
+from chunker.intake.prepare import inspect
+from chunker.intake.segments import plan_segments
 from chunker.types import DocumentRecord
 
 

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from chunker.config import IntakeConfig, load_config
-from chunker.intake.files import InputFile, file_digest, iter_inputs, prepare
+from chunker.intake.inputs import InputFile, iter_inputs
+from chunker.intake.prepare import file_digest, prepare
 from chunker.intake.normalize import NormalizeError, kind_of, soffice_path, to_pdf
 
 

@@ -31,7 +31,7 @@ def answer(chunks: list[list]) -> str:
 
 
 def run(planner: LlmPlanner, els: list[Element]):
-    chunks = planner.chunks_sync(els, "h")
+    chunks = asyncio.run(planner.chunks(els, "h"))
     assert [i for c in chunks for i in c.element_ids] == [e.element_id for e in els]
     return chunks
 
@@ -140,7 +140,7 @@ def test_fallback_is_flagged_per_section_and_counted():
     assert {c.planner for c in chunks if "beta" in c.text} == {PLANNER_LLM}
     assert p.stats.fallbacks == 1 and p.stats.fallback_reasons == {"not JSON": 1}
     assert p.stats.llm_calls == 2 and p.stats.output_tokens > 0
-    p.close()
+    asyncio.run(p.close())
 
 
 def test_backend_error_falls_back_but_a_dead_engine_raises():
@@ -150,7 +150,7 @@ def test_backend_error_falls_back_but_a_dead_engine_raises():
     assert {c.planner for c in chunks} == {PLANNER_FALLBACK}
     assert p.stats.fallback_reasons == {"call failed: TimeoutError": p.stats.fallbacks}
     with pytest.raises(EngineDead):
-        LlmPlanner(CFG, ScriptedBackend([EngineDead("gone")] * 10)).plan_sync(els)
+        asyncio.run(LlmPlanner(CFG, ScriptedBackend([EngineDead("gone")] * 10)).plan(els))
 
 
 def test_truncated_answer_is_named():
@@ -159,39 +159,31 @@ def test_truncated_answer_is_named():
     assert p.stats.fallback_reasons == {"truncated": 1}
 
 
-def test_plan_sync_works_inside_a_running_loop():
-    p = LlmPlanner(CFG, ScriptedBackend(lambda req, i: answer([prompt_ids(req.user)])))
-
-    async def caller():
-        return p.plan_sync(_els(3))
-
-    plans, names = asyncio.run(caller())
-    assert [i for pl in plans for i in pl.element_ids] == ["d:0", "d:1", "d:2"] and names == [PLANNER_LLM]
-
-
-def test_plan_segment_dispatches_on_planner_kind(monkeypatch):
-    from chunker.run.segment import plan_segment, planner_for
+def test_plan_segment_dispatches_on_planner_kind():
+    from chunker.plan import make_planner
+    from chunker.plan.deterministic import DeterministicPlanner
+    from chunker.run.segment import plan_segment
     from chunker.types import ConvertedBatch, SegmentJob
 
     job = SegmentJob(doc_id="d", source_uri="/x.pdf", source="x.pdf", num_pages=1, segment_index=0,
                      num_segments=1, page_start=1, page_end=1, context_start=1, batch_pages=4)
     md = "# T\n\n" + "\n\n".join(f"para {i} " + "p" * 200 for i in range(8))
     batches = [ConvertedBatch(doc_id="d", segment_index=0, batch_index=0, page_start=1, page_end=1, markdown=md)]
-    det = plan_segment(job, batches, load_config(None, []), "h0")
-    assert {c.planner for c in det.chunks} == {"deterministic"}
-    assert planner_for(load_config(None, [])) is None
+    det_planner = make_planner(load_config(None, []))
+    assert isinstance(det_planner, DeterministicPlanner)
+    det = asyncio.run(plan_segment(job, batches, det_planner, "h0"))
+    assert {c.planner for c in det.chunks} == {"deterministic"} and not det.facts.failed
     with pytest.raises(ValueError, match="llm_backend"):  # refused when the config loads, before any actor
         load_config(None, ["planner.kind=llm"])
     cfg = load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"])
     script = ScriptedBackend(lambda req, i: answer([[n] for n in prompt_ids(req.user)]))
-    llm = planner_for(cfg, backend=script)
-    res = plan_segment(job, batches, cfg, "h1", planner=llm)
-    assert res.status == "ok" and {c.planner for c in res.chunks} == {PLANNER_LLM}
+    res = asyncio.run(plan_segment(job, batches, make_planner(cfg, backend=script), "h1"))
+    assert not res.facts.failed and {c.planner for c in res.chunks} == {PLANNER_LLM}
     assert [c.element_ids for c in res.chunks] != [c.element_ids for c in det.chunks]
     assert script.calls == 1 and all(c.config_hash == "h1" for c in res.chunks)
-    # Without a planner object, one is built from the config (scripted backend: its default answer is no plan).
-    res = plan_segment(job, batches, load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"]), "h2")
-    assert res.status == "ok" and {c.planner for c in res.chunks} == {PLANNER_FALLBACK}
+    # Without an injected backend, the registry builds the configured one (scripted: its default answer is no plan).
+    res = asyncio.run(plan_segment(job, batches, make_planner(cfg), "h2"))
+    assert not res.facts.failed and {c.planner for c in res.chunks} == {PLANNER_FALLBACK}
 
 
 # ------------------------------------------------------------------------------------------------ properties
@@ -266,7 +258,7 @@ def test_every_element_exactly_once_in_order_whatever_the_model_says(els, mode, 
     try:
         chunks = run(p, els)
     finally:
-        p.close()
+        asyncio.run(p.close())
     assert all(c.element_ids for c in chunks)
     assert {c.planner for c in chunks} <= {PLANNER_LLM, PLANNER_FALLBACK}
     if mode == "good":
@@ -281,6 +273,6 @@ def test_every_element_exactly_once_in_order_whatever_the_model_says(els, mode, 
 def test_deterministic_planner_matches_its_fallback_when_the_model_is_useless():
     els = parse_markdown("d", [("# A\n\ntext one\n\n## B\n\n- x\n- y\n\ntext two", 1)])
     p = LlmPlanner(PlannerConfig(kind="llm", planning_budget_tokens=10_000), ScriptedBackend(["nope"]))
-    plans, names = p.plan_sync(els)
+    plans, names = asyncio.run(p.plan(els))
     assert [pl.element_ids for pl in plans] == [pl.element_ids for pl in plan(els, p.cfg)]
     assert names == [PLANNER_FALLBACK] * len(plans)

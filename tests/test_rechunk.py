@@ -2,7 +2,6 @@
 
 import json
 import re
-from dataclasses import asdict
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -11,7 +10,7 @@ import pytest
 from chunker.backends.scripted import ScriptedBackend
 from chunker.config import config_hash, load_config
 from chunker.run.layout import RunStore
-from chunker.schemas import CHUNK, CONVERTED_BATCH, DOCUMENT, ELEMENT, to_table
+from chunker.schemas import CHUNK, CONVERTED_BATCH, DOCUMENT, ELEMENT, document_row, to_table
 
 pytest.importorskip("fpdf")
 pytest.importorskip("milvus_lite")
@@ -57,7 +56,7 @@ def _cfg(db: Path, *extra: str):
 
 def make_run(tmp: Path, db: Path, embedder) -> tuple[Path, set[str]]:
     """A run folder written by the pure-Python path, indexed into a Milvus Lite db; returns it and its chunk IDs."""
-    from chunker.run.segment import process_document
+    from chunker.run.local import process_document
     from chunker.index.store import ChunkStore
 
     pdf = tmp / "guide.pdf"
@@ -74,7 +73,7 @@ def make_run(tmp: Path, db: Path, embedder) -> tuple[Path, set[str]]:
     run.write("chunks", f"{doc_id}-00000", to_table(res.chunks, CHUNK))
     run.write("elements", f"{doc_id}-00000", to_table(res.elements, ELEMENT, config_hash=h))
     run.write("documents", "documents",
-              to_table([{**asdict(res.document), "num_chunks": len(res.chunks)}], DOCUMENT, config_hash=h))
+              to_table([document_row(res.document, len(res.chunks), 0)], DOCUMENT, config_hash=h))
     with ChunkStore(cfg.milvus, embedder.dim) as store:
         store.upsert(res.chunks, embedder.encode([c.text for c in res.chunks]))
         store.flush()
@@ -84,14 +83,15 @@ def make_run(tmp: Path, db: Path, embedder) -> tuple[Path, set[str]]:
 @pytest.fixture()
 def forbid_conversion(monkeypatch):
     """Call it once the run exists: from then on any converter use fails the test."""
-    import chunker.run.segment as pipeline
+    import chunker.convert.factory as factory
+    import chunker.run.segment as segment
 
     def boom(*a, **k):
         raise AssertionError("rechunk called a converter")
 
     def forbid() -> None:
-        monkeypatch.setattr(pipeline, "make_converter", boom)
-        monkeypatch.setattr(pipeline, "convert_segment", boom)
+        monkeypatch.setattr(factory, "make_converter", boom)
+        monkeypatch.setattr(segment, "convert_segment", boom)
 
     return forbid
 
@@ -130,7 +130,7 @@ def test_rechunk_replans_reembeds_and_replaces_chunks_without_converting(tmp_pat
     elements = pq.read_table(out / "elements").to_pylist()
     placed = [i for c in sorted(chunks, key=lambda c: c["element_ids"][0]) for i in c["element_ids"]]
     assert sorted(placed) == sorted(e["element_id"] for e in elements)
-    docs = pq.read_table(out / "documents" / "documents.parquet").to_pylist()
+    docs = pq.read_table(out / "documents").to_pylist()
     assert docs[0]["num_chunks"] == len(chunks) and docs[0]["status"] == "ok"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["chunks"] == len(chunks) and summary["previous_chunks"] == len(old_ids)
@@ -139,7 +139,7 @@ def test_rechunk_replans_reembeds_and_replaces_chunks_without_converting(tmp_pat
     assert (out / "planning_report.txt").read_text().startswith("== planning report ==")
 
     # The same report, built from any run folder's tables (what ingest can call): the old run, the new run.
-    from chunker.plan.report import report_for_run
+    from chunker.run.report import report_for_run
 
     old = report_for_run(RunStore(str(run)))
     assert old["chunks"]["count"] == len(old_ids) and old["coverage"]["ratio"] == 1.0
@@ -175,3 +175,24 @@ def test_rechunk_of_a_folder_without_batches_is_an_error(tmp_path, capsys):
     (tmp_path / "empty").mkdir()
     assert main(["--from", str(tmp_path / "empty"), "--set", f"milvus.uri={tmp_path / 'm.db'}"]) == 2
     assert "no converted batches" in capsys.readouterr().err
+
+
+def test_rechunk_replaces_an_older_version_of_the_document(tmp_path, embedder):
+    """The same source indexed earlier from other bytes (another doc_id) must not linger beside the re-planned one:
+    rechunk closes documents through the ingest's writer, which deletes other versions."""
+    from chunker.index.store import ChunkStore
+    from chunker.types import Chunk
+    from jobs.rechunk import run_rechunk
+
+    db = tmp_path / "milvus.db"
+    run, _ = make_run(tmp_path, db, embedder)
+    stale = Chunk("old-1", "olddoc", ["olddoc:0"], "Current Account Guide, last year's edition", "", 1, 1, "text",
+                  "deterministic", "h-old", source="guide.pdf", source_uri=str(tmp_path / "guide.pdf"))
+    with ChunkStore(_cfg(db).milvus, embedder.dim) as store:
+        store.upsert([stale], embedder.encode([stale.text]))
+        store.flush()
+    assert "old-1" in milvus_ids(db, embedder.dim)
+    s = run_rechunk(_cfg(db, "planner.target_chars=300", "planner.min_chars=50"), str(run), str(tmp_path / "out"),
+                    embedder=embedder)
+    ids = milvus_ids(db, embedder.dim)
+    assert "old-1" not in ids and len(ids) == s.chunks == s.collection_rows

@@ -3,7 +3,7 @@
 from fpdf import FPDF
 
 from chunker.config import load_config
-from chunker.run.segment import process_document
+from chunker.run.local import process_document
 
 
 def test_long_document_in_segments_covers_every_page_once(tmp_path):

@@ -15,9 +15,21 @@ import pytest
 from chunker.backends.base import BackendUnavailable, EngineDead, GenerationRequest, GenerationResult
 from chunker.backends.errors import BackendRequestError
 from chunker.config import ConverterConfig
-from chunker.convert.vlm import VlmConverter, document_status
+from chunker.convert.vlm import VlmConverter
+from chunker.run.verdict import SegmentFacts, document_verdict
 from chunker.contract import parse_batches
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
+
+
+def document_status(batches: list, max_fallback_share: float) -> tuple[str, str]:
+    """The verdict (chunker.run.verdict, the one status rule) on one document made of these batches."""
+    from chunker.types import DocumentRecord, problems_text
+
+    owned = [b for b in batches if not b.context_only]
+    pages = sum(b.page_end - b.page_start + 1 for b in owned)
+    doc = DocumentRecord("d", "d.pdf", "d.pdf", pages)
+    status, problems = document_verdict(doc, [SegmentFacts.from_batches(0, pages, batches)], max_fallback_share)
+    return str(status), problems_text(problems)
 
 
 class FakeImages:

@@ -8,7 +8,6 @@ import json
 import os
 import random
 import shutil
-from dataclasses import asdict
 
 import pyarrow.parquet as pq
 import pytest
@@ -17,8 +16,8 @@ from chunker.backends.base import GenerationRequest
 from chunker.backends.scripted import ScriptedBackend
 from chunker.config import load_config
 from chunker.convert.vlm import VlmConverter
-from chunker.intake.files import plan_segments
-from chunker.types import BatchContext, DocumentRecord, SegmentJob
+from chunker.intake.segments import plan_segments
+from chunker.types import BatchContext, DocumentRecord
 
 
 def _pages_in(req: GenerationRequest) -> list[int]:
@@ -34,7 +33,8 @@ class _Fallback:
 
 
 def test_convert_stage_keeps_every_chain_in_order_under_concurrency(tmp_path):
-    from jobs.stages import ConvertStage, PlanStage, batch_of, rows_of
+    from chunker.run.rows import SegmentRow, batch_of, rows_of
+    from jobs.stages import ConvertStage, PlanStage
 
     rng = random.Random(7)
     seen: dict[str, list[tuple[list[int], str]]] = {}
@@ -61,37 +61,35 @@ def test_convert_stage_keeps_every_chain_in_order_under_concurrency(tmp_path):
     # Tiny renders: this test is about ordering, not pixels.
     cfg = load_config(None, ["converter.backend=scripted", "intake.batch_pages=4", "intake.segment_pages=64",
                              "render.max_side_px=64"])
-    stage = ConvertStage(cfg.model_dump_json(), "h", str(tmp_path / "run"))
+    stage = ConvertStage(cfg, "h", str(tmp_path / "run"))
     stage.converter = VlmConverter(cfg.converter, ScriptedBackend(script), fallback=_Fallback(), config_hash="h")
     sizes = [1, 2, 3, 5, 8, 13, 40, 90, 130, 700] + [rng.randint(1, 60) for _ in range(40)]
     rows = []
     for n, pages in enumerate(sizes):
-        doc = DocumentRecord(f"d{n:02d}", src, f"d{n}.pdf", pages, "ok")
+        doc = DocumentRecord(f"d{n:02d}", src, f"d{n}.pdf", pages)
         for job in plan_segments(doc, cfg.intake):
-            rows.append({"doc_json": json.dumps(asdict(doc)), "status": "ok", "error": "",
-                         "job_json": json.dumps(asdict(job)), "batches_json": "[]", "convert_s": 0.0})
+            rows.append(SegmentRow(doc, job=job, pdf_uri=src))
     rng.shuffle(rows)  # arrival order must not matter
 
-    async def drive() -> list[dict]:
+    async def drive() -> list[SegmentRow]:
         # Many one-row calls in flight at once, as the actor pool runs them.
         outs = await asyncio.gather(*(stage(batch_of([r])) for r in rows))
         return [rows_of(o)[0] for o in outs]
 
     out = asyncio.run(drive())
-    assert all(r["status"] == "ok" for r in out), [r["error"] for r in out if r["status"] != "ok"][:3]
-    planner = PlanStage(cfg.model_dump_json(), "h", str(tmp_path / "run"))
+    assert all(r.active and r.batches for r in out), [r.facts for r in out if not r.active][:3]
+    planner = PlanStage(cfg, "h", str(tmp_path / "run"))
     for r in out:
-        job = SegmentJob(**json.loads(r["job_json"]))
-        batches = json.loads(r["batches_json"])
-        ranges = [(b["page_start"], b["page_end"]) for b in batches]
+        job = r.job
+        ranges = [(b.page_start, b.page_end) for b in r.batches]
         assert ranges == job.batches(), "batches come back in page order"
         # Every batch after the first was sent the context of the one before it.
-        for prev, cur in zip(batches, batches[1:]):
-            ctx = BatchContext.from_json(prev["context_out"])
-            assert ctx.summary == f"upto {prev['page_end']}"
-        planned = rows_of(planner(batch_of([r])))[0]
-        chunks = json.loads(planned["chunks_json"])
-        pages = sorted({c["page_start"] for c in chunks})
+        for prev, cur in zip(r.batches, r.batches[1:]):
+            ctx = BatchContext.from_json(prev.context_out)
+            assert ctx.summary == f"upto {prev.page_end}"
+        planned = rows_of(asyncio.run(planner(batch_of([r]))))[0]
+        assert planned.facts is not None and not planned.facts.failed
+        pages = sorted({c.page_start for c in planned.chunks})
         assert pages == list(range(job.page_start, job.page_end + 1)), "every owned page lands in chunks once"
     for chain, calls in seen.items():
         firsts = [pages[0] for pages, _ in calls if pages]

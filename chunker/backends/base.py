@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from chunker.errors import SetupError
 
-class BackendUnavailable(RuntimeError):
+
+class BackendUnavailable(SetupError):
     """A backend's package, weights, GPU or endpoint is missing; the message says what to install or configure."""
 
 
-class EngineDead(RuntimeError):
+class EngineDead(SetupError):
     """The engine cannot serve any more requests (crash, CUDA OOM): the actor must fail so Ray restarts it."""
 
 

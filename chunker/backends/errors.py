@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from chunker.errors import ChunkerError
 
-class BackendRequestError(RuntimeError):
+
+class BackendRequestError(ChunkerError):
     """One request failed; ``retryable`` says whether the same request may succeed later (timeouts, 5xx, garbled
     replies) or must change first (``retryable=False``: e.g. too many images or a prompt too long: split the batch).
     Fatal conditions are :class:`~chunker.backends.base.BackendUnavailable` / :class:`~chunker.backends.base.EngineDead`.

@@ -50,6 +50,7 @@ from typing import Any
 
 from chunker.backends.base import GenerationRequest, GenerationResult
 from chunker.config import ModelConfig
+from chunker.contract import page_marker
 
 _PAGES = re.compile(r"document pages ([\d,\s]+?), in that order")
 _HEADINGS = re.compile(r"^Heading path: (.*)$", re.M)
@@ -165,7 +166,7 @@ class SimulatedBackend:
         parts: list[str] = []
         for p in pages:
             target = int(self.spec.output_tokens_per_page * 4 * rng.uniform(0.8, 1.2))  # characters for this page
-            body: list[str] = [f"<!-- page {p} -->"]
+            body: list[str] = [page_marker(p)]
             if not path:
                 path = [f"Simulated document {request.request_id.split('/')[0][:8]}"]
                 body.append(f"# {path[0]}")

@@ -23,7 +23,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from chunker.contract import LIST_ITEM, PAGE_MARKER, PIPE_SEPARATOR, table_row_sentence
+from chunker.contract import (LIST_ITEM, PAGE_MARKER, PIPE_SEPARATOR, TABLE_CLOSE, TABLE_CONTINUED, TABLE_OPEN,
+                              table_row_sentence)
 
 Flag = Literal["True", "False", "Partial"]
 PartialPolicy = Literal["merge_same_heading", "merge", "new"]
@@ -250,7 +251,7 @@ def render_markdown(
     def close() -> None:
         nonlocal table
         if table is not None:
-            out.append("<!-- /table -->")
+            out.append(TABLE_CLOSE)
             out.append("")
             table = None
 
@@ -284,7 +285,7 @@ def render_markdown(
             if table != key:
                 close()
                 cont = first_table and key == prev_open
-                out.append("<!-- table continued -->" if cont else "<!-- table -->")
+                out.append(TABLE_CONTINUED if cont else TABLE_OPEN)
                 table = key
             first_table = False
             out.extend(s for s in (table_row_sentence(headers, r) for r in rows) if s)

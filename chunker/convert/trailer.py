@@ -11,9 +11,10 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from chunker.contract import page_numbers
+
 _OPEN = re.compile(r"<context>", re.I)
 _CLOSE = re.compile(r"</context>", re.I)
-_PAGE = re.compile(r"^\s*<!--\s*page\s+(\d+)\s*-->\s*$", re.I | re.M)
 _CHUNK_MARK = re.compile(r"\[CONTINUES\]\s*(True|False|Partial)\s*\[/CONTINUES\]", re.I)
 _FENCE_OPEN = re.compile(r"^\s*```[A-Za-z]*\s*\n")
 _FENCE_CLOSE = re.compile(r"\n\s*```\s*$")
@@ -98,10 +99,6 @@ def split_trailer(text: str) -> SplitOutput:
     return SplitOutput(body=body, trailer=trailer)
 
 
-def page_markers(body: str) -> list[int]:
-    return [int(m.group(1)) for m in _PAGE.finditer(body)]
-
-
 def check_output(text: str, finish_reason: str, mode: str, pages: list[int]) -> list[str]:
     """Problems with one model answer for a batch of ``pages``; empty when the answer is usable.
 
@@ -124,7 +121,7 @@ def check_output(text: str, finish_reason: str, mode: str, pages: list[int]) -> 
             problems.append("no [CONTINUES]..[/CONTINUES] chunk markers")
     elif not split.body.strip():
         problems.append("no content before the context trailer")
-    marks = page_markers(split.body)
+    marks = page_numbers(split.body)
     outside = sorted({p for p in marks if p not in pages})
     if outside:
         problems.append(f"page markers outside the batch: {outside}")

@@ -17,7 +17,6 @@ Per batch, a bounded ladder:
 from __future__ import annotations
 
 import asyncio
-import re
 import threading
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -28,12 +27,10 @@ from chunker.config import ConverterConfig
 from chunker.convert.base import PageImages
 from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown
 from chunker.convert.trailer import check_output, split_trailer
-from chunker.contract import parse_markdown
+from chunker.contract import PAGE_MARKER, page_marker, parse_markdown
 from chunker.convert.prompts import build_request, clip_summary
-from chunker.types import BatchContext, ConvertedBatch, SegmentJob
+from chunker.types import BatchContext, ConvertedBatch, SegmentJob, page_ranges
 
-FALLBACK_FAILED = "fallback failed"
-_PAGE_LINE = re.compile(r"^\s*<!--\s*page\s+\d+\s*-->\s*$", re.I)
 
 
 class PageFallback(Protocol):
@@ -53,6 +50,7 @@ class _Tally:
     model: str = ""
     errors: list[str] = field(default_factory=list)
     fallback_pages: list[int] = field(default_factory=list)
+    lost_pages: list[int] = field(default_factory=list)  # the fallback could not read them either
 
     def account(self, res: GenerationResult) -> None:
         # Every attempt's tokens count: they were paid for, accepted or not.
@@ -65,10 +63,10 @@ def ensure_page_marker(markdown: str, page: int) -> str:
     """Make the piece start with a page marker, so its first lines are not attributed to the previous page."""
     for line in markdown.splitlines():
         if line.strip():
-            if _PAGE_LINE.match(line):
+            if PAGE_MARKER.match(line):
                 return markdown.strip() + "\n"
             break
-    return f"<!-- page {page} -->\n" + markdown.strip() + "\n"
+    return page_marker(page) + "\n" + markdown.strip() + "\n"
 
 
 def _tail(text: str, limit: int) -> str:
@@ -80,20 +78,6 @@ def _heading_path_after(markdown: str, page: int, seed: list[str]) -> list[str]:
     """Headings in force at the end of ``markdown``, read from the headings it actually contains."""
     elements = parse_markdown("_", [(markdown, page)], heading_path=seed)
     return list(elements[-1].heading_path) if elements else list(seed)
-
-
-def _page_ranges(pages: list[int]) -> str:
-    """[1, 2, 3, 7] -> "1-3, 7": short enough for an error column."""
-    ps = sorted(set(pages))
-    out: list[str] = []
-    i = 0
-    while i < len(ps):
-        j = i
-        while j + 1 < len(ps) and ps[j + 1] == ps[j] + 1:
-            j += 1
-        out.append(str(ps[i]) if i == j else f"{ps[i]}-{ps[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 # One batch's rendered pages: encoded images and (width, height), keyed by page number.
@@ -186,6 +170,7 @@ class VlmConverter:
             attempts=tally.attempts,
             fallback=bool(tally.fallback_pages),
             fallback_pages=sorted(tally.fallback_pages),
+            lost_pages=sorted(tally.lost_pages),
             context_only=a < job.page_start,
             error="; ".join(tally.errors),
             config_hash=self.config_hash,
@@ -276,11 +261,12 @@ class VlmConverter:
             md = await asyncio.to_thread(self._fallback_sync, job.source_uri, pages)
         except (BackendUnavailable, EngineDead):
             raise
-        except Exception as exc:  # noqa: BLE001 - recorded on the row; document_status reports the document partial
-            tally.errors.append(f"pages {_page_ranges(pages)}: {FALLBACK_FAILED}: {type(exc).__name__}: {exc}")
+        except Exception as exc:  # noqa: BLE001 - recorded on the row as lost pages; the verdict makes it partial
+            tally.errors.append(f"pages {page_ranges(pages)}: fallback failed: {type(exc).__name__}: {exc}")
+            tally.lost_pages.extend(pages)
             md = ""
         tally.fallback_pages.extend(pages)
-        tally.errors.append(f"pages {_page_ranges(pages)}: model output unusable, text-layer fallback used")
+        tally.errors.append(f"pages {page_ranges(pages)}: model output unusable, text-layer fallback used")
         md = ensure_page_marker(md, pages[0])
         path = _heading_path_after(md, pages[0], ctx.heading_path)
         # The summary stays: the fallback writes none, and the old one still describes the document.
@@ -289,26 +275,3 @@ class VlmConverter:
 
 def _render_batch(images: PageImages, pages: list[int]) -> Rendered:
     return {p: images.image(p) for p in pages}, {p: images.size(p) for p in pages}
-
-
-def document_status(batches: list[ConvertedBatch], max_fallback_share: float) -> tuple[str, str]:
-    """("ok" | "partial", reason) for one document's batches (all segments); overlap batches do not count.
-
-    Fallback pages within ``max_fallback_share`` keep the document ok, but the reason still names them.
-    """
-    owned = [b for b in batches if not b.context_only]
-    total = sum(b.page_end - b.page_start + 1 for b in owned)
-    if total == 0:
-        return "partial", "no pages converted"
-    fb = sorted({p for b in owned for p in b.fallback_pages})
-    lost = [b for b in owned if FALLBACK_FAILED in b.error]
-    if lost:
-        spans = ", ".join(f"{b.page_start}-{b.page_end}" for b in lost)
-        return "partial", f"text-layer fallback failed (pages left empty) in batches covering pages {spans}"
-    if not fb:
-        return "ok", ""
-    share = len(fb) / total
-    msg = f"{len(fb)} of {total} pages ({share:.0%}) fell back to the text layer: pages {_page_ranges(fb)}"
-    if share > max_fallback_share:
-        return "partial", f"{msg}; above max_fallback_share {max_fallback_share}"
-    return "ok", f"{msg}; within max_fallback_share {max_fallback_share}"

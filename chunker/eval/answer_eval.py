@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from chunker.errors import ChunkerError
 from chunker.backends.base import GenerationRequest, ModelBackend
 
 ANSWER_SYSTEM = (
@@ -72,7 +73,7 @@ class Judgement:
     answer_ids: list[int]
 
 
-class JudgementError(ValueError):
+class JudgementError(ChunkerError, ValueError):
     """The judge's reply is not the JSON the protocol asks for."""
 
 

@@ -25,6 +25,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
+from chunker.errors import ChunkerError
 from chunker.config import MilvusConfig
 from chunker.types import Chunk
 
@@ -32,7 +33,7 @@ log = logging.getLogger("chunker.index.bulk")
 DELETE_BATCH = 1000  # IDs per delete expression; long "in" lists make slow plans on the server
 
 
-class BulkImportError(RuntimeError):
+class BulkImportError(ChunkerError):
     """A bulk import job failed or timed out; the message carries the server's reason."""
 
 

@@ -16,12 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from chunker.errors import ChunkerError
+
 MAX_PREFIX_CHARS = 512
 _DOC_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 _PLACEHOLDER_RE = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class FilterError(ValueError):
+class FilterError(ChunkerError, ValueError):
     """A filter value is unsafe or malformed; the message names the field."""
 
 

@@ -16,13 +16,14 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from chunker.errors import SetupError
 from chunker.config import Config
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
 from chunker.index.store import ChunkStore
 
 
-class RerankerUnavailable(RuntimeError):
+class RerankerUnavailable(SetupError):
     """Reranking was asked for but no cross-encoder can be loaded."""
 
 

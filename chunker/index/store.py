@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from chunker.errors import ChunkerError, SetupError
 from chunker.config import MilvusConfig
 from chunker.index.filters import render_filter
 from chunker.types import Chunk
@@ -39,15 +40,15 @@ _ENGLISH_STOP_WORDS = (
 ).split()
 
 
-class StoreError(RuntimeError):
+class StoreError(ChunkerError):
     """The vector store cannot be used as configured; the message says what to do."""
 
 
-class StoreUnavailable(StoreError):
+class StoreUnavailable(StoreError, SetupError):
     """The Milvus server (or the Lite data directory) cannot be reached or opened."""
 
 
-class SchemaMismatch(StoreError):
+class SchemaMismatch(StoreError, SetupError):
     """An existing collection was built with another schema version or embedding dimension."""
 
 
@@ -119,6 +120,20 @@ def _lite_dir_locked(path: Path) -> bool:
         return True
     finally:
         os.close(fd)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """True for errors of an unreachable store rather than of a wrong request or a defect: what serving answers
+    with 503 and retries later. A server that died after we connected surfaces as a plain ``MilvusException`` with
+    code ``CONNECT_FAILED`` (measured with pymilvus 3.0), so the code is checked too."""
+    from pymilvus.client.types import Status
+    from pymilvus.exceptions import (ConnectError, ConnectionNotExistException, MilvusException,
+                                     MilvusUnavailableException)
+
+    if isinstance(exc, (StoreUnavailable, ConnectionError, TimeoutError, ConnectError, ConnectionNotExistException,
+                        MilvusUnavailableException)):
+        return True
+    return isinstance(exc, MilvusException) and getattr(exc, "code", None) == Status.CONNECT_FAILED
 
 
 class ChunkStore:

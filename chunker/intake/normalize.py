@@ -13,12 +13,14 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from chunker.errors import ChunkerError
+
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff"})
 OFFICE_SUFFIXES = frozenset({".docx", ".pptx", ".xlsx", ".doc", ".ppt", ".xls", ".odt", ".odp", ".ods"})
 SOFFICE_NAMES = ("soffice", "libreoffice")
 
 
-class NormalizeError(RuntimeError):
+class NormalizeError(ChunkerError):
     """The file could not be turned into a PDF; the message is the per-document reason."""
 
 

@@ -24,13 +24,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from chunker.config import PlannerConfig
-from chunker.types import Chunk, Element, Modality
+from chunker.errors import DocumentError
+from chunker.types import Chunk, Element, Modality, Stage
 
 PLANNER_NAME = "deterministic"
 
 
-class CoverageError(RuntimeError):
+class CoverageError(DocumentError):
     """A chunk plan drops, repeats or reorders elements; the document must fail loudly."""
+
+    def __init__(self, message: str, **_: object) -> None:
+        super().__init__(message, stage=Stage.PLAN, code="coverage")
 
 
 @dataclass
@@ -225,3 +229,19 @@ def build_chunks(elements: list[Element], plans: list[Plan], cfg: PlannerConfig,
             modality=_modality(els), planner=planner, config_hash=config_hash, source=source, source_uri=source_uri,
         ))
     return chunks
+
+
+class DeterministicPlanner:
+    """The :class:`chunker.plan.Planner` of ``planner.kind: deterministic``: no model, no state."""
+
+    name = PLANNER_NAME
+
+    def __init__(self, cfg: PlannerConfig) -> None:
+        self.cfg = cfg
+
+    async def chunks(self, elements: list[Element], cfg_hash: str, source: str = "",
+                     source_uri: str = "") -> list[Chunk]:
+        return build_chunks(elements, plan(elements, self.cfg), self.cfg, cfg_hash, source, source_uri)
+
+    async def close(self) -> None:
+        return None

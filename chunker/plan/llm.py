@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -116,9 +115,8 @@ class SectionOutcome:
 class LlmPlanner:
     """Plans segments section by section with any :class:`ModelBackend`; accumulates :attr:`stats`.
 
-    ``plan`` is async (sections of a segment go to the backend concurrently); ``chunks_sync`` serves sync callers
-    (a Ray CPU stage, :func:`chunker.run.segment.plan_segment`) on a private event loop kept for the planner's life, so
-    a backend bound to its first loop keeps working across segments.
+    Async throughout (sections of a segment go to the backend concurrently): the plan stage awaits it on its own
+    event loop, so no thread has to bridge a sync caller to the backend.
     """
 
     def __init__(self, cfg: PlannerConfig, backend: ModelBackend, temperature: float = 0.1,
@@ -128,7 +126,6 @@ class LlmPlanner:
         self.temperature = temperature
         self.max_concurrency = max_concurrency
         self.stats = PlanningStats(planner=PLANNER_LLM)
-        self._loop: asyncio.AbstractEventLoop | None = None
 
     async def plan_section(self, section: Section, sem: asyncio.Semaphore | None = None) -> SectionOutcome:
         els = section.elements
@@ -184,44 +181,17 @@ class LlmPlanner:
         self.stats.plan_ms += (time.perf_counter() - t0) * 1000
         return plans, names
 
-    def plan_sync(self, elements: list[Element]) -> tuple[list[Plan], list[str]]:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return self._run(elements)
-        # Called from inside a running loop (an async caller): plan on a helper thread instead of nesting loops.
-        box: dict[str, Any] = {}
-
-        def work() -> None:
-            try:
-                box["out"] = self._run(elements)
-            except BaseException as exc:  # re-raised in the caller's thread
-                box["err"] = exc
-
-        t = threading.Thread(target=work)
-        t.start()
-        t.join()
-        if "err" in box:
-            raise box["err"]
-        return box["out"]
-
-    def _run(self, elements: list[Element]) -> tuple[list[Plan], list[str]]:
-        if self._loop is None or self._loop.is_closed():
-            self._loop = asyncio.new_event_loop()
-        return self._loop.run_until_complete(self.plan(elements))
-
-    def chunks_sync(self, elements: list[Element], cfg_hash: str, source: str = "",
-                    source_uri: str = "") -> list[Chunk]:
+    async def chunks(self, elements: list[Element], cfg_hash: str, source: str = "",
+                     source_uri: str = "") -> list[Chunk]:
         """Plan, verify and build a segment's chunks; each chunk records the planner that made its plan."""
-        plans, names = self.plan_sync(elements)
+        plans, names = await self.plan(elements)
         chunks = build_chunks(elements, plans, self.cfg, cfg_hash, source, source_uri, planner=PLANNER_LLM)
         for c, name in zip(chunks, names):
             c.planner = name
         return chunks
 
-    def close(self) -> None:
-        if self._loop is not None and not self._loop.is_closed():
-            self._loop.close()
+    async def close(self) -> None:
+        await self.backend.close()
 
 
 def _join_heading_only(elements: list[Element], plans: list[Plan],

@@ -12,12 +12,13 @@ import re
 from collections import Counter
 from typing import Any
 
+from chunker.errors import ChunkerError
 from chunker.config import PlannerConfig
 from chunker.plan.deterministic import Plan, is_question, plan
 from chunker.types import Element
 
 
-class PlanRejected(ValueError):
+class PlanRejected(ChunkerError, ValueError):
     """A model answer that no deterministic repair can turn into a plan; its section falls back."""
 
 

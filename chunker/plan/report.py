@@ -134,25 +134,5 @@ def format_report(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_report(store: Any, report: dict[str, Any], name: str = "planning_report") -> None:
-    """Write ``{name}.json`` and ``{name}.txt`` into a :class:`~chunker.run.layout.RunStore`."""
-    store.write_json(f"{name}.json", report)
-    store.write_text(f"{name}.txt", format_report(report) + "\n")
-
-
-def report_for_run(store: Any, stats: PlanningStats | None = None, config_hash: str = "") -> dict[str, Any]:
-    """The report of a finished run folder (a :class:`~chunker.run.layout.RunStore`) from its chunks/ and elements/
-    tables: what ingest calls after its run. Counters the tables do not hold (repairs, tokens, time) come from
-    ``stats`` when the caller kept them."""
-    from chunker.schemas import CHUNK, ELEMENT, from_table
-
-    chunks = from_table(store.read("chunks", CHUNK), Chunk)
-    element_ids = store.read("elements", ELEMENT).column("element_id").to_pylist()
-    if stats is None:
-        planners = sorted({c.planner for c in chunks})
-        stats = PlanningStats(planner="llm" if any(p != "deterministic" for p in planners) else "deterministic")
-    return build_report(chunks, element_ids, stats, config_hash=config_hash)
-
-
 def stats_dict(stats: PlanningStats) -> dict[str, Any]:
     return asdict(stats)

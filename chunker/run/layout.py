@@ -1,7 +1,21 @@
-"""A run's output folder: one Parquet part per (stage, key), on a local path or any pyarrow filesystem URI.
+"""The run folder: the one module that spells a folder or part name inside it.
 
-Parts are named by their key (``{doc_id}-{segment}``), so a re-run overwrites instead of duplicating, and workers on
-different nodes can write without coordination.
+A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, ``gs://``)::
+
+    {run}/batches/{doc_id}-{segment:05d}.parquet     converted Markdown: the expensive artefact (CONVERTED_BATCH)
+    {run}/elements/{doc_id}-{segment:05d}.parquet    parsed elements (ELEMENT)
+    {run}/chunks/{doc_id}-{segment:05d}.parquet      planned chunks (CHUNK)
+    {run}/documents/documents-{part:05d}.parquet     one row per document: status and problems (DOCUMENT)
+    {run}/ledger/{config_hash}/{doc_id}.json         the done ledger (chunker.run.ledger)
+    {run}/listing/part-{part:05d}.jsonl              the streamed input listing (chunker.run.listing)
+    {run}/normalized/{doc_id}.pdf                    PDFs normalised from images and office files
+    {run}/bulk/                                      BulkWriter files when no milvus.bulk_uri is set
+    {run}/summary.json, planning_report.json/.txt
+
+Parts are named by their key, so a re-run overwrites instead of duplicating, and workers on different nodes write
+without coordination. A part is complete or absent: on a local disk it is written then renamed; on object storage it
+is written to its final key at once (an upload becomes visible only when it completes, and a rename there would be
+a copy and a delete per part).
 """
 
 from __future__ import annotations
@@ -13,25 +27,72 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from chunker.intake import sources
+
+BATCHES = "batches"
+ELEMENTS = "elements"
+CHUNKS = "chunks"
+DOCUMENTS = "documents"
+LEDGER = "ledger"
+LISTING = "listing"
+NORMALIZED = "normalized"
+BULK = "bulk"
+SUMMARY = "summary.json"
+PLANNING_REPORT = "planning_report"
+
+
+def segment_part(doc_id: str, segment_index: int) -> str:
+    """The part name of one segment's rows in ``batches/``, ``elements/`` and ``chunks/``."""
+    return f"{doc_id}-{segment_index:05d}"
+
+
+def documents_part(index: int) -> str:
+    return f"documents-{index:05d}"
+
+
+def listing_part(index: int) -> str:
+    return f"part-{index:05d}.jsonl"
+
 
 class RunStore:
+    """Reads and writes the parts of one run folder."""
+
     def __init__(self, uri: str) -> None:
         self.uri = uri
-        self.fs, self.root = pafs.FileSystem.from_uri(uri) if "://" in uri else (pafs.LocalFileSystem(), _abs(uri))
+        self.fs, self.root = sources.open_fs(uri)
+        self.local = isinstance(self.fs, pafs.LocalFileSystem)
         self.fs.create_dir(self.root, recursive=True)
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
 
+    def uri_of(self, *parts: str) -> str:
+        """A URI another process (or node) can open for a path inside the run."""
+        return sources.uri_of(self.fs, self.path(*parts), self.uri)
+
+    def normalized_uri(self, doc_id: str) -> str:
+        return sources.join_uri(self.uri, f"{NORMALIZED}/{doc_id}.pdf")
+
+    def bulk_uri(self) -> str:
+        return self.uri_of(BULK)
+
+    def ledger_folder(self, cfg_hash: str) -> str:
+        return self.path(LEDGER, cfg_hash)
+
     def write(self, stage: str, key: str, table: pa.Table) -> str:
         folder = self.path(stage)
         self.fs.create_dir(folder, recursive=True)
         target = f"{folder}/{key}.parquet"
+        if not self.local:
+            pq.write_table(table, target, filesystem=self.fs)
+            return target
         tmp = f"{target}.tmp"
-        # Write then move, so a reader (or a resumed run) never sees half a file.
         pq.write_table(table, tmp, filesystem=self.fs)
         self.fs.move(tmp, target)
         return target
+
+    def write_segment(self, stage: str, doc_id: str, segment_index: int, table: pa.Table) -> str:
+        return self.write(stage, segment_part(doc_id, segment_index), table)
 
     def parts(self, stage: str) -> list[str]:
         sel = pafs.FileSelector(self.path(stage), allow_not_found=True)
@@ -43,24 +104,23 @@ class RunStore:
             return schema.empty_table() if schema is not None else pa.table({})
         return pa.concat_tables(tables, promote_options="default")
 
-    def write_json(self, name: str, obj: Any) -> str:
+    def clear(self, stage: str) -> None:
+        """Empty one folder of the run (a listing or the documents table is per run)."""
+        self.fs.create_dir(self.path(stage), recursive=True)
+        self.fs.delete_dir_contents(self.path(stage), missing_dir_ok=True)
+
+    def write_bytes(self, name: str, data: bytes) -> str:
         target = self.path(name)
         with self.fs.open_output_stream(target) as fh:
-            fh.write(json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
+            fh.write(data)
         return target
+
+    def write_json(self, name: str, obj: Any) -> str:
+        return self.write_bytes(name, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())
 
     def read_json(self, name: str) -> Any:
         with self.fs.open_input_stream(self.path(name)) as fh:
             return json.loads(fh.read().decode())
 
     def write_text(self, name: str, text: str) -> str:
-        target = self.path(name)
-        with self.fs.open_output_stream(target) as fh:
-            fh.write(text.encode())
-        return target
-
-
-def _abs(path: str) -> str:
-    import os
-
-    return os.path.abspath(path)
+        return self.write_bytes(name, text.encode())

@@ -25,7 +25,7 @@ class Ledger:
     def __init__(self, out_uri: str, cfg_hash: str, target: str) -> None:
         self.runstore = RunStore(out_uri)
         self.fs = self.runstore.fs
-        self.folder = self.runstore.path("ledger", cfg_hash)
+        self.folder = self.runstore.ledger_folder(cfg_hash)
         self.target = target
         self.fs.create_dir(self.folder, recursive=True)
 
@@ -33,15 +33,15 @@ class Ledger:
         return f"{self.folder}/{doc_id}.json"
 
     def entry(self, doc_id: str) -> dict[str, Any] | None:
+        path = self._path(doc_id)
+        # Asked first: pyarrow reports a missing object as a plain OSError on some filesystems.
+        if self.fs.get_file_info(path).type != pafs.FileType.File:
+            return None
         try:
-            with self.fs.open_input_stream(self._path(doc_id)) as fh:
+            with self.fs.open_input_stream(path) as fh:
                 return json.loads(fh.read().decode())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
-        except OSError as exc:  # pyarrow reports a missing object as a generic OSError on some filesystems
-            if "not found" in str(exc).lower() or "no such file" in str(exc).lower():
-                return None
-            raise
 
     def is_done(self, doc_id: str) -> bool:
         e = self.entry(doc_id)
@@ -51,6 +51,10 @@ class Ledger:
         body = json.dumps({"doc_id": doc_id, "target": self.target, "finished_at": time.time(), **info},
                           sort_keys=True).encode()
         path = self._path(doc_id)
+        if not self.runstore.local:  # an object becomes visible only once its upload completes
+            with self.fs.open_output_stream(path) as fh:
+                fh.write(body)
+            return
         tmp = path + ".tmp"
         with self.fs.open_output_stream(tmp) as fh:
             fh.write(body)

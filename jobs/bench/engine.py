@@ -27,10 +27,13 @@ from typing import Any, Callable, Literal
 from chunker.backends.base import GenerationRequest, GenerationResult, ModelBackend
 from chunker.config import Config, RenderConfig, config_hash
 from chunker.convert.vlm import VlmConverter
-from chunker.intake.files import InputFile, inspect, plan_segments
-from chunker.run.segment import convert_segment, make_converter
+from chunker.convert.factory import make_converter
+from chunker.intake.inputs import InputFile
+from chunker.intake.prepare import inspect
+from chunker.intake.segments import plan_segments
+from chunker.run.segment import convert_segment
 from chunker.convert.render import PDFIUM_LOCK, render_scale
-from chunker.types import ConvertedBatch, SegmentJob
+from chunker.types import ConvertedBatch, Problem, SegmentJob
 
 RenderMode = Literal["full", "proxy", "sizes"]
 Order = Literal["arrival", "longest"]
@@ -182,7 +185,10 @@ def build_actors(cfg: Config, n: int, make_backend: Any, clock: Callable[[], flo
 
 async def _convert(actor: Actor, job: SegmentJob, cfg: Config, render: RenderMode) -> list[ConvertedBatch]:
     if render == "full":
-        return await convert_segment(actor.converter, job, cfg)
+        out = await convert_segment(actor.converter, job, cfg)
+        if isinstance(out, Problem):
+            raise RuntimeError(out.message)  # counted as a failed segment by the caller
+        return out
     pages = ProxyPages(job.source_uri, cfg.render, side_px=192 if render == "proxy" else 0)
     try:
         return await actor.converter.convert(job, pages)

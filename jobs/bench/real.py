@@ -91,7 +91,7 @@ def timed(fn, *args, **kwargs):  # noqa: ANN001, ANN201 - thin helper around any
 def run_real(cfg: Config, size: dict[str, Any], out: Path, seed: int, gpu_hour_usd: float) -> dict[str, Any]:
     """(a)-(d) on one real engine; pages/s per GPU, output tokens/s, GPU occupancy, cost per million pages."""
     from chunker.backends.registry import backend_for
-    from jobs.benchmark import experiments
+    from jobs.bench.experiments import experiments
 
     gpus = gpu_count()  # fails first, and clearly, on a machine without GPUs
     per_engine = cfg.converter.model.tensor_parallel_size

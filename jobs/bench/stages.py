@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from chunker.config import Config, config_hash
-from chunker.intake.files import InputFile, inspect, plan_segments
+from chunker.intake.inputs import InputFile
+from chunker.intake.prepare import inspect
+from chunker.intake.segments import plan_segments
 from chunker.contract import parse_batches
 from chunker.plan.deterministic import build_chunks, plan
 from chunker.convert.render import RenderedDocument

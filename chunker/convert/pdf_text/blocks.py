@@ -13,7 +13,7 @@ from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import Line, PageText
-from chunker.contract import table_row_sentence
+from chunker.contract import figure_line, table_block, table_row_sentence
 
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
@@ -153,9 +153,7 @@ class PageWriter:
             header, rows = rows[0], rows[1:]
         header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
         if continued:
-            lines = ["<!-- table continued -->"]
-            lines += [table_row_sentence(header, r) for r in rows if any(r)]
-            lines.append("<!-- /table -->")
+            lines = table_block([table_row_sentence(header, r) for r in rows if any(r)], continued=True)
         else:
             lines = [pipe_row(header), "|" + "---|" * len(header)] + [pipe_row(r) for r in rows if any(r)]
         self._emit("\n".join(lines))
@@ -164,9 +162,7 @@ class PageWriter:
         self.last_was_open_table = t.at_bottom
 
     def figure(self, f: Figure) -> None:
-        x0, y0, x1, y1 = (round(v, 1) for v in f.bbox)
-        caption = (f.caption or "Image").replace("]", ")").replace("[", "(")
-        self._emit(f"![{caption}](figure) <!-- bbox {x0} {y0} {x1} {y1} -->")
+        self._emit(figure_line(f.caption, [round(v, 1) for v in f.bbox]))
 
     # -- lines --------------------------------------------------------------------------------------------
     def _standalone(self, line: Line, prev: Line | None, nxt: Line | None) -> bool:

@@ -10,6 +10,7 @@ from urllib.parse import unquote, urlparse
 import pypdfium2 as pdfium
 
 from chunker.config import ConverterConfig
+from chunker.contract import PAGE_MARKER, page_marker
 from chunker.convert.base import PageImages
 from chunker.convert.pdf_text.blocks import FlowState, PageWriter, join_split_paragraph
 from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page, page_images
@@ -69,7 +70,8 @@ class PdfTextConverter:
         out: list[ConvertedBatch] = []
         for index, (a, b) in enumerate(ranges):
             errors: list[str] = [open_error] if open_error else []
-            errors += [f"page {p}: {pages[p].error}" for p in range(a, b + 1) if p in pages and pages[p].error]
+            unread = [p for p in range(a, b + 1) if p in pages and pages[p].error]
+            errors += [f"page {p}: {pages[p].error}" for p in unread]
             markdown = self._markdown(pages, list(range(a, b + 1)), stats, state)
             tail = markdown[-self.cfg.context_tail_chars:] if self.cfg.context_tail_chars else ""
             ctx = BatchContext(
@@ -80,7 +82,8 @@ class PdfTextConverter:
             out.append(ConvertedBatch(
                 doc_id=job.doc_id, segment_index=job.segment_index, batch_index=index, page_start=a, page_end=b,
                 markdown=markdown, context_out=ctx.to_json(), model=self.name, prompt_version="",
-                finish_reason="stop", context_only=job.context_start < job.page_start and index == 0,
+                finish_reason="stop", lost_pages=unread,
+                context_only=job.context_start < job.page_start and index == 0,
                 error="; ".join(errors), config_hash=self.config_hash,
             ))
         return out
@@ -169,7 +172,7 @@ class PdfTextConverter:
         parts: list[str] = []
         prev: tuple[int, PageWriter] | None = None  # index in parts of the previous page's body, and its writer
         for p in numbers:
-            parts.append(f"<!-- page {p} -->")
+            parts.append(page_marker(p))
             page = pages.get(p)
             if page is None or page.error or page.text is None:
                 prev = None
@@ -201,7 +204,7 @@ def join_pages(parts: list[str]) -> str:
             continue
         last = out.rsplit("\n", 1)[-1]
         nxt = parts[k + 1] if k + 1 < len(parts) else ""
-        glued = part.startswith("<!-- page") and _ITEM.match(last) and _ITEM.match(nxt.split("\n", 1)[0])
+        glued = bool(PAGE_MARKER.match(part)) and _ITEM.match(last) and _ITEM.match(nxt.split("\n", 1)[0])
         out += ("\n" if glued else "\n\n") + part
     return out + "\n"
 

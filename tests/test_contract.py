@@ -85,3 +85,20 @@ def test_list_continues_past_blank_line_and_page_marker():
     els = parse_markdown("d", [(md, 1)])
     assert [e.kind for e in els] == ["list", "paragraph"]
     assert els[0].page_end == 2 and "3. three" in els[0].text and els[1].page_start == 2
+
+
+def test_the_writers_produce_what_the_parser_reads():
+    from chunker.contract import figure_line, page_marker, page_numbers, parse_markdown, table_block
+
+    md = "\n".join([
+        page_marker(3), "# Pumps", "",
+        *table_block(["Part: seal; Interval: 6 months.", "Part: impeller; Interval: 12 months."]), "",
+        page_marker(4), *table_block(["Part: bearing; Interval: 24 months."], continued=True), "",
+        figure_line("Flow [inlet] to outlet", [1.0, 2.5, 30.0, 40.0]),
+    ])
+    assert page_numbers(md) == [3, 4]
+    els = parse_markdown("d", [(md, 1)])
+    rows = [e for e in els if e.kind == "table_row"]
+    assert [e.page_start for e in rows] == [3, 3, 4] and len({e.group for e in rows}) == 1, "continued = same table"
+    [fig] = [e for e in els if e.kind == "figure"]
+    assert fig.text == "Flow (inlet) to outlet" and fig.bbox == [1.0, 2.5, 30.0, 40.0] and fig.page_start == 4

@@ -1,0 +1,124 @@
+"""Fetch and check one input file: its content-hash ``doc_id``, a PDF (normalised if needed) and its page count.
+
+Every check failure is this file's outcome, a ``failed`` record with a typed problem, never an exception that
+stops the run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from chunker.config import IntakeConfig
+from chunker.intake import sources
+from chunker.intake.inputs import InputFile
+from chunker.intake.normalize import NormalizeError, kind_of, to_pdf
+from chunker.types import DocumentRecord, Problem, Stage, Status
+
+_HASH_CHUNK = 1 << 20
+
+
+def file_digest(path: str) -> tuple[str, int]:
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as fh:
+        while block := fh.read(_HASH_CHUNK):
+            h.update(block)
+            size += len(block)
+    return h.hexdigest()[:32], size
+
+
+def check_pdf(path: str, cfg: IntakeConfig) -> tuple[int, Problem | None]:
+    """(page count, None) for a usable PDF, else (pages known, the problem)."""
+    import pypdfium2 as pdfium
+
+    def bad(code: str, message: str) -> Problem:
+        return Problem(Stage.INTAKE, code, message)
+
+    with open(path, "rb") as fh:
+        head = fh.read(1024)
+    if not head:
+        return 0, bad("empty", "empty file")
+    if b"%PDF" not in head:
+        return 0, bad("not_pdf", "not a PDF (no %PDF header)")
+    try:
+        pdf = pdfium.PdfDocument(path, password=cfg.password)
+    except pdfium.PdfiumError as exc:
+        if "password" in str(exc).lower():
+            return 0, bad("encrypted", "encrypted: needs a password"
+                          + (" (the configured one is wrong)" if cfg.password else ""))
+        return 0, bad("unreadable", f"unreadable PDF ({exc})")
+    try:
+        n = len(pdf)
+    finally:
+        pdf.close()
+    if n == 0:
+        return 0, bad("zero_pages", "zero pages")
+    if n > cfg.max_pages:
+        return n, bad("too_many_pages", f"{n} pages exceeds intake.max_pages={cfg.max_pages}")
+    return n, None
+
+
+def inspect(file: InputFile, cfg: IntakeConfig) -> DocumentRecord:
+    """Check one file. Never raises for a bad file: the reason goes on the record."""
+    with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
+        return prepare(file, cfg, Path(tmp))[0]
+
+
+def prepare(file: InputFile, cfg: IntakeConfig, workdir: Path,
+            skip: Callable[[str], bool] | None = None) -> tuple[DocumentRecord, str]:
+    """Fetch (object storage) and hash the original, normalise it to PDF, check the PDF.
+
+    ``skip(doc_id)`` is asked right after hashing (before any normalising): True gives a ``skipped`` record.
+
+    Returns the record and a local PDF path ("" when the file failed); fetched and normalised files are written
+    into ``workdir``, which the caller owns and removes. The ``doc_id`` is always the hash of the original bytes.
+    """
+    uri = file.path
+    remote = sources.is_remote(uri)
+    shown = uri if remote else sources.local_path(uri)
+
+    def failed(code: str, message: str, doc_id: str = "", size: int = 0, pages: int = 0) -> tuple[DocumentRecord, str]:
+        return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages,
+                              status=Status.FAILED, problems=[Problem(Stage.INTAKE, code, message)],
+                              size_bytes=size), ""
+
+    if remote:
+        local = workdir / ("original" + Path(uri.split("?", 1)[0]).suffix.lower())
+        try:
+            doc_id, size = sources.fetch(uri, local)
+        except FileNotFoundError:
+            return failed("missing", "missing: object not found")
+        except OSError as exc:
+            return failed("unreadable", f"unreadable: {exc}")
+    else:
+        local = Path(shown)
+        if not local.exists():
+            return failed("missing", "missing: file not found")
+        if not local.is_file():
+            return failed("not_a_file", "not a regular file")
+        try:
+            doc_id, size = file_digest(str(local))
+        except OSError as exc:
+            return failed("unreadable", f"unreadable: {exc.strerror or exc}")
+    if size == 0:
+        # An empty file still gets an id so its outcome is addressable in the ledger.
+        return failed("empty", "empty file", doc_id)
+    if skip is not None and skip(doc_id):
+        return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=0, status=Status.SKIPPED,
+                              problems=[Problem(Stage.INTAKE, "done", "already done (ledger)")], size_bytes=size), ""
+    if kind_of(uri) != "pdf":
+        try:
+            local = to_pdf(local, workdir, cfg.normalize_timeout_s)
+        except NormalizeError as exc:
+            return failed("normalize", f"normalise to PDF: {exc}", doc_id, size)
+    try:
+        pages, problem = check_pdf(str(local), cfg)
+    except Exception as exc:  # noqa: BLE001 - pdfium can fail in ways it does not classify; the file, not the run, fails
+        pages, problem = 0, Problem(Stage.INTAKE, "unreadable", f"unreadable PDF ({type(exc).__name__}: {exc})")
+    if problem is not None:
+        return failed(problem.code, problem.message, doc_id, size, pages)
+    return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages,
+                          size_bytes=size), str(local)
