@@ -147,11 +147,11 @@ class MilvusConfig(_Section):
     collection: str = Field("chunks", description="Collection name.")
     index_type: Literal["AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT", "IVF_SQ8", "DISKANN"] = Field(
         "AUTOINDEX", description="Dense index built when the collection is created: AUTOINDEX (the server picks; "
-        "HNSW on Lite), FLAT (exact, no index memory), HNSW (graph in memory: fast, ~dim*4 + M*16 bytes a vector), "
+        "HNSW on Lite), FLAT (exact, no index memory), HNSW (graph in memory: fast, ~dim*4 + M*8 bytes a vector), "
         "IVF_FLAT / IVF_SQ8 (clustered; SQ8 keeps 1 byte a dimension), DISKANN (server only: graph on local "
         "NVMe, compressed vectors in memory). An existing collection keeps the index it was built with."
     )
-    hnsw_m: int = Field(16, ge=2, le=2048, description="HNSW: graph degree M (memory grows ~16 bytes a vector per unit).")
+    hnsw_m: int = Field(16, ge=2, le=2048, description="HNSW: graph degree M (each unit adds ~8 bytes of links a vector).")
     hnsw_ef_construction: int = Field(200, ge=1, description="HNSW: candidate list while building (efConstruction).")
     hnsw_ef: int = Field(
         64, ge=1, description="HNSW: candidate list per search (ef); raised to the request's limit when smaller, "
