@@ -29,7 +29,7 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from chunker.config import ConfigError, MilvusConfig
+from chunker.config import MilvusConfig
 from chunker.deploy_checks import bulk_target_problems
 from chunker.types import Chunk
 
@@ -215,9 +215,11 @@ class PymilvusBulkOps:
         self.bulk_uri = bulk_uri if bulk_uri is not None else (cfg.bulk_uri or "")
         self.api_key = env.get(cfg.token_env, "") if token is None else token
         if not store.lite:
+            from chunker.store import StoreError  # a setup error the jobs report in one line, before any work
+
             problems = bulk_target_problems(cfg.model_copy(update={"bulk_uri": self.bulk_uri or None}), env)
             if problems:
-                raise ConfigError("bulk import into " + cfg.uri + " cannot start:\n  " + "\n  ".join(problems))
+                raise StoreError(f"bulk import into {cfg.uri} cannot start: " + "; ".join(problems))
         self.access_key = env.get(cfg.bulk_access_key_env, "")
         self.secret_key = env.get(cfg.bulk_secret_key_env, "")
         # The collection's own schema, so the files validate against exactly what the server will check.

@@ -207,9 +207,8 @@ def _server_cfg(url: str, **kw: Any) -> MilvusConfig:
 
 
 def test_bulk_target_must_be_the_servers_object_store(tmp_path, monkeypatch):
-    from chunker.config import ConfigError
     from chunker.deploy_checks import bulk_target_problems
-    from chunker.store import ChunkStore
+    from chunker.store import ChunkStore, StoreError
 
     # Config alone: unset, a local folder, no endpoint; each named by its field.
     probs = bulk_target_problems(MilvusConfig(uri="http://m:19530"))
@@ -229,7 +228,7 @@ def test_bulk_target_must_be_the_servers_object_store(tmp_path, monkeypatch):
     cfg = _server_cfg("http://127.0.0.1:1", bulk_region="eu-west-1")
     with ChunkStore(MilvusConfig(uri=str(tmp_path / "m.db")), DIM) as lite:
         store = LiteAsServer(lite)
-        with pytest.raises(ConfigError, match=r"\$MILVUS_BULK_ACCESS_KEY \(named by milvus.bulk_access_key_env\)"):
+        with pytest.raises(StoreError, match=r"\$MILVUS_BULK_ACCESS_KEY \(named by milvus.bulk_access_key_env\)"):
             ChunkSink(store, cfg, lambda: PymilvusBulkOps(store, cfg))  # built at once, not at the first import
         monkeypatch.setenv("MILVUS_BULK_ACCESS_KEY", "milvus-key")
         monkeypatch.setenv("MILVUS_BULK_SECRET_KEY", "milvus-secret")
