@@ -168,7 +168,8 @@ class MilvusConfig(_Section):
     )
     call_timeout_s: float = Field(
         10.0, gt=0, description="Deadline of one read call (search, query, count, collection checks), retries "
-        "included: past it the call fails (a 503 from the query service) instead of pymilvus retrying for minutes."
+        "included: past it the call fails (a 503 from the query service) instead of waiting on a server that does not "
+        "answer."
     )
     write_timeout_s: float = Field(
         600.0, gt=0, description="Deadline of one write or admin call (upsert, delete, flush, create, load), "

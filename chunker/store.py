@@ -440,8 +440,9 @@ class ChunkStore:
 
         fkw = self._filter(filter_expr, filter_params)
         dense_req = None if dense is None else np.asarray(dense, dtype=np.float32).reshape(n, -1).tolist()
-        # The deadline bounds pymilvus' retries too: without one an unreachable server is retried ~75 times
-        # (minutes), and a server that accepts but never answers is waited on forever (pymilvus 3.0 decorators).
+        # The deadline also bounds pymilvus' retry loop (decorators.retry_on_rpc_failure). Without one, a server that
+        # accepts connections but never answers held a search for 70 s (until gRPC keepalive dropped the connection;
+        # measured against a SIGSTOPped milvus-lite server).
         common = {"limit": int(limit), "output_fields": ROW_FIELDS, "timeout": self.cfg.call_timeout_s}
         if mode == "dense":
             with self._answering("search"):

@@ -12,8 +12,8 @@ short questions embeds in ~5x the time of one, and on Milvus Lite every search c
 Error contract: bad input is a 422 with a message and the offending fields; an unreachable store or a model that
 failed to load is a 503 with a message; anything else is a defect, logged with its traceback and answered with a
 generic 500 body that carries no traceback. Every Milvus call carries ``milvus.call_timeout_s`` as its deadline,
-so a server that stops answering costs one deadline, not minutes of pymilvus retries; for ``STORE_RETRY_S`` after
-an outage, queries get their 503 at once instead of each waiting out the deadline again.
+so a server that stops answering costs one deadline (not ~70 s of waiting for gRPC keepalive); for
+``STORE_RETRY_S`` after an outage, queries get their 503 at once instead of each waiting out the deadline again.
 """
 
 # No `from __future__ import annotations`: serve.ingress rebinds the route methods, and FastAPI must see the

@@ -261,8 +261,8 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
 
 
 def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: Any) -> None:
-    # A Milvus that accepts connections but never answers (SIGSTOP): without per-call deadlines pymilvus waits
-    # for ever (or retries ~75 times for minutes); with milvus.call_timeout_s the query is a 503 within it.
+    # A Milvus that accepts connections but never answers (SIGSTOP): without per-call deadlines a search waits
+    # ~70 s for gRPC's keepalive to drop the connection; with milvus.call_timeout_s the query is a 503 within it.
     import signal
 
     from ray import serve

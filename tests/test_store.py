@@ -425,7 +425,7 @@ def test_a_frozen_server_fails_within_the_call_timeout(lite_server: tuple[str, s
                 t0 = time.monotonic()
                 with pytest.raises(StoreUnavailable, match=r"did not answer .*call_timeout_s=1 s"):
                     call()
-                # Without a deadline pymilvus waits for ever here; with one, about the deadline.
+                # Without a deadline a search waited ~70 s here (gRPC keepalive); with one, about the deadline.
                 assert time.monotonic() - t0 < 4.0
         finally:
             os.kill(proc.pid, signal.SIGCONT)
