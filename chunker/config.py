@@ -138,29 +138,93 @@ class EmbedConfig(_Section):
     )
 
 
+# Dense index types offered, and the ones Milvus Lite accepts but cannot build (FACTS: Lite 3.2 on faiss).
+INDEX_TYPES = ("AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT", "IVF_SQ8", "DISKANN")
+SERVER_ONLY_INDEX_TYPES = ("DISKANN",)
+
+
 class MilvusConfig(_Section):
     uri: str = Field("./output/milvus.db", description="Milvus Lite path, or http(s)://host:port of a server.")
     token_env: str = Field("MILVUS_TOKEN", description="Environment variable holding the server token (if any).")
     collection: str = Field("chunks", description="Collection name.")
-    index_type: str = Field("AUTOINDEX", description="Dense index type.")
+    index_type: Literal["AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT", "IVF_SQ8", "DISKANN"] = Field(
+        "AUTOINDEX", description="Dense index built when the collection is created: AUTOINDEX (the server picks; "
+        "HNSW on Lite), FLAT (exact, no index memory), HNSW (graph in memory: fast, ~dim*4 + M*8 bytes a vector), "
+        "IVF_FLAT / IVF_SQ8 (clustered; SQ8 keeps 1 byte a dimension), DISKANN (server only: graph on local "
+        "NVMe, compressed vectors in memory). An existing collection keeps the index it was built with."
+    )
+    hnsw_m: int = Field(16, ge=2, le=2048, description="HNSW: graph degree M (each unit adds ~8 bytes of links a vector).")
+    hnsw_ef_construction: int = Field(200, ge=1, description="HNSW: candidate list while building (efConstruction).")
+    hnsw_ef: int = Field(
+        64, ge=1, description="HNSW: candidate list per search (ef); raised to the request's limit when smaller, "
+        "because Milvus refuses ef below the limit."
+    )
+    ivf_nlist: int = Field(1024, ge=1, le=65536, description="IVF_FLAT / IVF_SQ8: clusters built (nlist).")
+    ivf_nprobe: int = Field(16, ge=1, le=65536, description="IVF_FLAT / IVF_SQ8: clusters searched per query (nprobe).")
+    diskann_search_list: int = Field(
+        100, ge=1, description="DISKANN: candidate list per search (search_list); raised to the limit when smaller."
+    )
     metric: Literal["COSINE", "IP", "L2"] = Field("COSINE", description="Dense metric.")
     analyzer: Literal["english", "standard", "chinese", "multilingual"] = Field(
         "english", description="Analyzer of the BM25 text field."
     )
+    call_timeout_s: float = Field(
+        10.0, gt=0, description="Deadline of one read call (search, query, count, collection checks), retries "
+        "included: past it the call fails (a 503 from the query service) instead of waiting on a server that does not "
+        "answer."
+    )
+    write_timeout_s: float = Field(
+        600.0, gt=0, description="Deadline of one write or admin call (upsert, delete, flush, create, load), "
+        "retries included."
+    )
     upsert_batch: int = Field(500, ge=1, description="Rows per upsert call.")
+    load_mode: Literal["auto", "upsert"] = Field(
+        "auto", description="auto: on a Milvus server, commits of at least bulk_threshold rows go through "
+        "BulkWriter files + bulk_import (needs the bulk_* settings); upsert: always batched upserts (no object "
+        "store needed, slower for millions of rows). Milvus Lite always upserts."
+    )
     bulk_threshold: int = Field(
         50_000, ge=1, description="Pending rows at which a server load switches from upserts to BulkWriter files + "
         "bulk_import (Milvus Lite always upserts); also the rows per import job."
     )
     bulk_uri: str | None = Field(
-        None, description="Where BulkWriter Parquet files go: s3://bucket/prefix in the bucket the Milvus server reads "
-        "(RemoteBulkWriter), or a local folder (LocalBulkWriter); none: <output>/bulk."
+        None, description="Where BulkWriter Parquet files go for a server load: s3://bucket/prefix, where bucket is "
+        "the one the Milvus server itself reads (minio.bucketName in its milvus.yaml), because bulk_import names "
+        "files relative to that bucket. Required when load_mode is auto and milvus.uri is a server."
+    )
+    bulk_endpoint: str | None = Field(
+        None, description="http(s)://host:port of the object store behind bulk_uri (the Milvus server's MinIO or "
+        "S3, e.g. http://milvus-minio:9000 or https://s3.us-east-1.amazonaws.com); never taken from "
+        "AWS_ENDPOINT_URL, which is the corpus' store."
+    )
+    bulk_region: str | None = Field(None, description="Region of the bulk bucket (S3); none: the client's default.")
+    bulk_access_key_env: str = Field(
+        "MILVUS_BULK_ACCESS_KEY", description="Environment variable holding the access key of the bulk bucket."
+    )
+    bulk_secret_key_env: str = Field(
+        "MILVUS_BULK_SECRET_KEY", description="Environment variable holding the secret key of the bulk bucket."
+    )
+    fresh_load: bool = Field(
+        False, description="The collection starts empty for this run: bulk imports skip deleting the batch's IDs "
+        "first (4M deletes at scale), except IDs of documents this run has already written. Checked at the first "
+        "commit: a collection that is not empty (a resumed run) keeps the deletes, so re-runs stay idempotent."
     )
     bulk_poll_s: float = Field(5.0, gt=0, description="Seconds between get_import_progress polls.")
     bulk_timeout_s: float = Field(7200.0, gt=0, description="Longest one bulk import job may take.")
     commit_interval_s: float = Field(
         60.0, gt=0, description="Pending chunks are written at least this often, so the done ledger keeps up."
     )
+
+    @model_validator(mode="after")
+    def _index_fits_the_target(self) -> "MilvusConfig":
+        if self.ivf_nprobe > self.ivf_nlist:
+            raise ValueError(f"milvus.ivf_nprobe ({self.ivf_nprobe}) must not exceed milvus.ivf_nlist ({self.ivf_nlist})")
+        if "://" not in self.uri and self.index_type in SERVER_ONLY_INDEX_TYPES:
+            raise ValueError(f"milvus.index_type {self.index_type} does not build on Milvus Lite ({self.uri}); use "
+                             f"HNSW, IVF_FLAT, IVF_SQ8, FLAT or AUTOINDEX, or a Milvus server")
+        if self.bulk_endpoint and not self.bulk_endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"milvus.bulk_endpoint {self.bulk_endpoint!r} must start with http:// or https://")
+        return self
 
 
 class RetrievalConfig(_Section):
@@ -206,8 +270,16 @@ class OutputConfig(_Section):
 
 
 class ServeConfig(_Section):
-    host: str = Field("127.0.0.1", description="HTTP host.")
-    port: int = Field(8000, ge=1, le=65535, description="HTTP port.")
+    host: str | None = Field(
+        None, description="Address the Serve HTTP proxies bind (python -m serving.app); none: 127.0.0.1 for a "
+        "private local runtime, 0.0.0.0 when joining a cluster (ray.address or RAY_ADDRESS), so other machines "
+        "and a Kubernetes Service can reach it."
+    )
+    port: int = Field(8000, ge=1, le=65535, description="HTTP port of the Serve proxies.")
+    proxy_location: Literal["EveryNode", "HeadOnly", "Disabled"] = Field(
+        "EveryNode", description="Where Ray Serve runs HTTP proxies (python -m serving.app): EveryNode (every node "
+        "with a replica; put a load balancer in front), HeadOnly (one proxy on the head), Disabled (handles only)."
+    )
     replicas: int = Field(1, ge=1, description="Replicas of the query deployment.")
     max_query_chars: int = Field(2000, ge=1, description="Longest query accepted.")
     num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per query replica (fractional on laptops).")

@@ -96,15 +96,11 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     return ds
 
 
-def _bulk_factory(store: Any, cfg: Config, runstore: RunStore):  # noqa: ANN202
-    import os
-
+def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
     from chunker.index.bulk import PymilvusBulkOps
 
-    def make() -> PymilvusBulkOps:
-        bulk_uri = cfg.milvus.bulk_uri or runstore.bulk_uri()
-        return PymilvusBulkOps(store, cfg.milvus, bulk_uri, token=os.environ.get(cfg.milvus.token_env, ""))
-    return make
+    # The sink builds it at once on a server: a wrong bulk target, endpoint or key fails before any work.
+    return lambda: PymilvusBulkOps(store, cfg.milvus)
 
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
@@ -128,7 +124,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     init_ray(cfg)
     dim = Embedder.dimension(cfg.embed)
     store = ChunkStore(cfg.milvus, dim)
-    sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg, runstore))
+    sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg))
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
     try:

@@ -11,7 +11,9 @@ short questions embeds in ~5x the time of one, and on Milvus Lite every search c
 
 Error contract: bad input is a 422 with a message and the offending fields; an unreachable store or a model that
 failed to load is a 503 with a message; anything else is a defect, logged with its traceback and answered with a
-generic 500 body that carries no traceback.
+generic 500 body that carries no traceback. Every Milvus call carries ``milvus.call_timeout_s`` as its deadline,
+so a server that stops answering costs one deadline (not ~70 s of waiting for gRPC keepalive); for
+``STORE_RETRY_S`` after an outage, queries get their 503 at once instead of each waiting out the deadline again.
 """
 
 # No `from __future__ import annotations`: serve.ingress rebinds the route methods, and FastAPI must see the
@@ -159,6 +161,7 @@ class QueryService:
         self._retriever: Any = None
         self._store_error = "not connected yet"
         self._last_attempt = 0.0
+        self._outage_at = -STORE_RETRY_S  # monotonic time of the last query that found the store down
         s = self.cfg.serve
         self._batcher = Coalescer(search_items, s.max_batch_size, s.batch_wait_timeout_s)
         self._set_torch_threads(s.torch_threads or max(1, math.ceil(s.num_cpus)))
@@ -246,10 +249,9 @@ class QueryService:
             checks["store"] = f"error: {self._store_error or 'model not loaded'}"
         else:
             try:
-                # A metadata call, not count(): count() flushes, too heavy for a probe hit every few seconds.
+                # A metadata call within the read deadline, not count(): count() flushes, too heavy for a probe.
                 store = retriever.store
-                checks["store"] = "ok" if store.client.has_collection(store.collection) else (
-                    f"error: collection {store.collection!r} is missing")
+                checks["store"] = "ok" if store.ready() else f"error: collection {store.collection!r} is missing"
             except Exception as exc:  # noqa: BLE001 - a probe never 500s; the failure is the answer
                 if not is_outage(exc):
                     logger.exception("readiness probe failed")
@@ -272,6 +274,8 @@ class QueryService:
         if len(req.query) > limit:
             msg = f"query is {len(req.query)} characters; the limit is {limit} (serve.max_query_chars)"
             return _error(422, "invalid_request", msg, [ErrorDetail(field="body.query", message=msg)])
+        if time.monotonic() - self._outage_at < STORE_RETRY_S:
+            return self._unavailable()  # it was down a moment ago: answer now rather than wait out a deadline
         # Off the event loop unless already connected: a (re)connect can take the store's connect timeout.
         retriever = self._retriever or await asyncio.to_thread(self._connect)
         if retriever is None:
@@ -293,6 +297,7 @@ class QueryService:
             if is_outage(exc):
                 logger.warning("query failed, store unavailable: %s", exc)
                 self._store_error = f"{type(exc).__name__}: {exc}"
+                self._outage_at = time.monotonic()
                 return self._unavailable()
             logger.exception("query failed")
             return _error(500, "internal", "internal error while searching; see the service log")
@@ -375,6 +380,16 @@ def build_app(args: dict[str, Any]) -> Application:
     return QueryService.options(**deployment_options(cfg)).bind(cfg.model_dump(mode="json"))
 
 
+def serve_host(cfg: Config) -> str:
+    """serve.host, or by default loopback for a private local runtime and every interface on a cluster: Serve's
+    own default (127.0.0.1) would leave the proxies unreachable from other machines and from a Service."""
+    from chunker.cli import ray_address
+
+    if cfg.serve.host:
+        return cfg.serve.host
+    return "0.0.0.0" if ray_address(cfg) else "127.0.0.1"
+
+
 def main(argv: list[str] | None = None) -> None:
     """Start Ray (or join RAY_ADDRESS) and serve on serve.host:serve.port until interrupted."""
     import ray
@@ -389,8 +404,9 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"error: {exc}") from None
     if not ray.is_initialized():
         ray.init(**ray_init_options(cfg))
-    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
-    logger.info("serving on http://%s:%d", cfg.serve.host, cfg.serve.port)
+    host = serve_host(cfg)
+    serve.start(proxy_location=cfg.serve.proxy_location, http_options={"host": host, "port": cfg.serve.port})
+    logger.info("serving on http://%s:%d (proxies: %s)", host, cfg.serve.port, cfg.serve.proxy_location)
     serve.run(build_app(args), name="query", route_prefix="/", blocking=True)
 
 

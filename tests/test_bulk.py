@@ -1,7 +1,9 @@
-"""The bulk-load path: files validated against the collection schema, the import call sequence against a fake."""
+"""The bulk-load path: files validated against the collection schema, the sink's decisions, and the real import
+calls against a loopback server that speaks Milvus' REST import API."""
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
@@ -24,15 +26,21 @@ def _chunks(n: int, doc: str = "d1") -> tuple[list[Chunk], np.ndarray]:
 
 
 class FakeStore:
-    def __init__(self, lite: bool = False) -> None:
+    def __init__(self, lite: bool = False, rows: int = 0) -> None:
         self.lite = lite
         self.collection = "chunks"
         self.client = None
         self.upserts: list[int] = []
+        self.rows = rows
+        self.counts = 0
 
     def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
         self.upserts.append(len(chunks))
         return len(chunks)
+
+    def count(self) -> int:
+        self.counts += 1
+        return self.rows
 
 
 class RecordingOps:
@@ -40,6 +48,7 @@ class RecordingOps:
 
     def __init__(self, fail: bool = False) -> None:
         self.calls: list[tuple[str, Any]] = []
+        self.deleted: list[str] = []
         self.fail = fail
         self.polls = 0
 
@@ -49,6 +58,7 @@ class RecordingOps:
 
     def delete_ids(self, ids: list[str]) -> None:
         self.calls.append(("delete_ids", len(ids)))
+        self.deleted.extend(ids)
 
     def start_import(self, files: list[list[str]]) -> str:
         self.calls.append(("start_import", files))
@@ -119,17 +129,280 @@ def test_bulk_writer_files_match_the_collection_schema(tmp_path):
 def test_bulk_import_on_a_real_server_is_idempotent(tmp_path):
     uri = os.environ.get("MILVUS_TEST_URI")
     bulk_uri = os.environ.get("MILVUS_TEST_BULK_URI")  # s3://<bucket the server reads>/prefix
-    if not uri or not bulk_uri:
-        pytest.skip("set MILVUS_TEST_URI (http://host:19530) and MILVUS_TEST_BULK_URI (s3://bucket/prefix)")
+    endpoint = os.environ.get("MILVUS_TEST_BULK_ENDPOINT")  # http://<its MinIO>:9000
+    if not uri or not bulk_uri or not endpoint:
+        pytest.skip("set MILVUS_TEST_URI (http://host:19530), MILVUS_TEST_BULK_URI (s3://bucket/prefix), "
+                    "MILVUS_TEST_BULK_ENDPOINT and the keys in MILVUS_BULK_ACCESS_KEY / MILVUS_BULK_SECRET_KEY")
     from chunker.index.store import ChunkStore
 
-    cfg = MilvusConfig(uri=uri, collection=f"bulk_test_{os.getpid()}", bulk_threshold=10, bulk_poll_s=1)
+    cfg = MilvusConfig(uri=uri, collection=f"bulk_test_{os.getpid()}", bulk_threshold=10, bulk_poll_s=1,
+                       bulk_uri=bulk_uri, bulk_endpoint=endpoint)
     with ChunkStore(cfg, DIM) as store:
         try:
-            sink = ChunkSink(store, cfg, PymilvusBulkOps(store, cfg, bulk_uri, os.environ.get(cfg.token_env, "")))
+            sink = ChunkSink(store, cfg, PymilvusBulkOps(store, cfg))
             for _ in range(2):  # twice: the second import must not duplicate
                 sink.add(*_chunks(50))
                 assert sink.commit() == "bulk"
                 assert store.count() == 50
         finally:
             store.drop()
+
+
+# ------------------------------------------------------------------ sink decisions (fresh load, load mode)
+
+def test_fresh_load_deletes_only_ids_this_run_already_wrote():
+    cfg = MilvusConfig(uri="http://milvus:19530", bulk_threshold=10, bulk_poll_s=0.01, fresh_load=True)
+    store, ops = FakeStore(rows=0), RecordingOps()
+    sink = ChunkSink(store, cfg, ops, sleep=lambda s: None)
+    sink.add(*_chunks(20, "a"))
+    assert sink.commit() == "bulk" and sink.fresh is True
+    assert ops.deleted == []  # an empty collection: nothing of doc "a" can exist yet
+    # Doc "a" again (a duplicate file in the corpus) and a new doc "b": only "a"'s IDs can exist now.
+    ca, va = _chunks(12, "a")
+    cb, vb = _chunks(12, "b")
+    sink.add(ca + cb, np.concatenate([va, vb]))
+    assert sink.commit() == "bulk"
+    assert sorted(ops.deleted) == sorted(c.chunk_id for c in ca)
+    assert store.counts == 1  # emptiness is checked once, at the first commit
+
+
+def test_fresh_load_on_a_collection_with_rows_keeps_deleting():
+    cfg = MilvusConfig(uri="http://milvus:19530", bulk_threshold=10, bulk_poll_s=0.01, fresh_load=True)
+    ops = RecordingOps()
+    sink = ChunkSink(FakeStore(rows=7), cfg, ops, sleep=lambda s: None)  # a resumed run: rows already there
+    sink.add(*_chunks(20))
+    assert sink.commit() == "bulk" and sink.fresh is False
+    assert len(ops.deleted) == 20
+
+
+def test_load_mode_upsert_never_imports():
+    cfg = MilvusConfig(uri="http://milvus:19530", bulk_threshold=1, load_mode="upsert")
+    store, ops = FakeStore(), RecordingOps()
+    sink = ChunkSink(store, cfg, ops)
+    sink.add(*_chunks(30))
+    assert sink.commit() == "upsert" and store.upserts == [30] and ops.calls == []
+
+
+class LiteAsServer:
+    """A Milvus Lite store presented as a server, so the real PymilvusBulkOps runs its server path: schema and
+    deletes go to Lite, the import calls go to the loopback REST server."""
+
+    lite = False
+
+    def __init__(self, store: Any) -> None:
+        self.inner = store
+        self.collection = store.collection
+        self.client = store.client
+
+    def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
+        return self.inner.upsert(chunks, vectors)
+
+    def count(self) -> int:
+        return self.inner.count()
+
+
+def _server_cfg(url: str, **kw: Any) -> MilvusConfig:
+    return MilvusConfig(uri=url, bulk_uri="s3://milvus-bucket/bulk", bulk_endpoint="http://127.0.0.1:9",
+                        bulk_threshold=10, bulk_poll_s=0.01, **kw)
+
+
+def test_bulk_target_must_be_the_servers_object_store(tmp_path, monkeypatch):
+    from chunker.deploy_checks import bulk_target_problems
+    from chunker.index.store import ChunkStore, StoreError
+
+    # Config alone: unset, a local folder, no endpoint; each named by its field.
+    probs = bulk_target_problems(MilvusConfig(uri="http://m:19530"))
+    assert [p.split()[0] for p in probs] == ["milvus.bulk_uri", "milvus.bulk_endpoint"]
+    probs = bulk_target_problems(MilvusConfig(uri="http://m:19530", bulk_uri="/data/bulk", bulk_endpoint="http://x:9"))
+    assert len(probs) == 1 and probs[0].startswith("milvus.bulk_uri '/data/bulk' is not s3://")
+    assert bulk_target_problems(MilvusConfig(uri="http://m:19530", load_mode="upsert")) == []
+    assert bulk_target_problems(MilvusConfig(uri=str(tmp_path / "x.db"))) == []  # Lite: no import at all
+    with pytest.raises(ValueError, match="milvus.bulk_endpoint"):
+        MilvusConfig(bulk_endpoint="minio:9000")
+    # Credentials come from the bulk variables, never from the corpus' AWS_* ones.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "corpus-key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "corpus-secret")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://corpus-store:9000")
+    monkeypatch.delenv("MILVUS_BULK_ACCESS_KEY", raising=False)
+    monkeypatch.delenv("MILVUS_BULK_SECRET_KEY", raising=False)
+    cfg = _server_cfg("http://127.0.0.1:1", bulk_region="eu-west-1")
+    with ChunkStore(MilvusConfig(uri=str(tmp_path / "m.db")), DIM) as lite:
+        store = LiteAsServer(lite)
+        with pytest.raises(StoreError, match=r"\$MILVUS_BULK_ACCESS_KEY \(named by milvus.bulk_access_key_env\)"):
+            ChunkSink(store, cfg, lambda: PymilvusBulkOps(store, cfg))  # built at once, not at the first import
+        monkeypatch.setenv("MILVUS_BULK_ACCESS_KEY", "milvus-key")
+        monkeypatch.setenv("MILVUS_BULK_SECRET_KEY", "milvus-secret")
+        params = PymilvusBulkOps(store, cfg).s3_params()
+    assert params == {"bucket_name": "milvus-bucket", "endpoint": "127.0.0.1:9", "access_key": "milvus-key",
+                      "secret_key": "milvus-secret", "secure": False, "region": "eu-west-1"}
+
+
+# ------------------------------------------------------ the import REST API, spoken by a loopback server
+
+TOKEN = "root:Milvus"
+
+
+class ImportAPI:
+    """Milvus' REST v2 import endpoints as documented (POST /v2/vectordb/jobs/import/create, .../describe):
+    HTTP 401 with code 1800 without the right bearer token, {"code": 0, "data": ...} otherwise, a non-zero code
+    for an unknown collection. Each job walks through a scripted list of describe answers."""
+
+    def __init__(self, collections: set[str], script: list[dict[str, Any]]) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+
+        self.collections = collections
+        self.script = script
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self.jobs: dict[str, int] = {}
+        self.hiccups = 0  # describe calls answered with HTTP 503 before the real answer
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                body = json.loads(raw or b"{}")
+                api.requests.append((self.path, self.headers.get("Authorization", ""), body))
+                status, answer = api.answer(self.path, self.headers.get("Authorization", ""), body)
+                data = json.dumps(answer).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def answer(self, path: str, auth: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        if auth != f"Bearer {TOKEN}":
+            return 401, {"code": 1800, "message": "user hasn't authenticated"}
+        if path == "/v2/vectordb/jobs/import/create":
+            if body.get("collectionName") not in self.collections:
+                return 200, {"code": 100, "message": f"collection not found[collection={body.get('collectionName')}]"}
+            job_id = str(448707763884413158 + len(self.jobs))
+            self.jobs[job_id] = 0
+            return 200, {"code": 0, "data": {"jobId": job_id}}
+        if path == "/v2/vectordb/jobs/import/describe":
+            if self.hiccups:
+                self.hiccups -= 1
+                return 503, {"code": 503, "message": "proxy not healthy"}
+            job_id = str(body.get("jobId"))
+            if job_id not in self.jobs:
+                return 200, {"code": 0, "data": {"jobId": job_id, "state": "Failed", "progress": 0,
+                                                 "reason": f"import job does not exist, jobID={job_id}"}}
+            step = self.script[min(self.jobs[job_id], len(self.script) - 1)]
+            self.jobs[job_id] += 1
+            return 200, {"code": 0, "data": {"collectionName": "chunks", "jobId": job_id, "completeTime": "",
+                                             "importedRows": 0, "totalRows": 0, "fileSize": 1024, "details": [],
+                                             "reason": "", **step}}
+        return 404, {"code": 404, "message": f"no route {path}"}
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class LocalFilesOps(PymilvusBulkOps):
+    """The real class with its files written by LocalBulkWriter (no S3 here); everything else unchanged."""
+
+    def __init__(self, *args: Any, folder: str, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.folder = folder
+
+    def _writer(self) -> Any:
+        from pymilvus.bulk_writer import BulkFileType, LocalBulkWriter
+
+        return LocalBulkWriter(self.schema, local_path=self.folder, file_type=BulkFileType.PARQUET)
+
+
+@pytest.fixture()
+def lite_store(tmp_path, monkeypatch):
+    from chunker.index.store import ChunkStore
+
+    monkeypatch.setenv("MILVUS_BULK_ACCESS_KEY", "k")
+    monkeypatch.setenv("MILVUS_BULK_SECRET_KEY", "s")
+    monkeypatch.setenv("MILVUS_TOKEN", TOKEN)
+    with ChunkStore(MilvusConfig(uri=str(tmp_path / "m.db")), DIM) as store:
+        yield LiteAsServer(store)
+
+
+DONE = [{"state": "Pending", "progress": 0}, {"state": "Importing", "progress": 40},
+        {"state": "Importing", "progress": 80}, {"state": "Completed", "progress": 100, "importedRows": 25,
+                                                   "totalRows": 25, "completeTime": "2026-11-30T10:00:00Z"}]
+
+
+def test_import_polls_the_rest_api_to_completion(lite_store, tmp_path):
+    api = ImportAPI({"chunks"}, DONE)
+    try:
+        cfg = _server_cfg(api.url)
+        ops = LocalFilesOps(lite_store, cfg, folder=str(tmp_path / "files"))
+        sink = ChunkSink(lite_store, cfg, ops, sleep=lambda s: None)
+        sink.add(*_chunks(25))
+        assert sink.commit() == "bulk" and sink.stats.imported == 25 and sink.stats.import_jobs == 1
+    finally:
+        api.close()
+    paths = [path for path, _, _ in api.requests]
+    assert paths == ["/v2/vectordb/jobs/import/create"] + ["/v2/vectordb/jobs/import/describe"] * 4
+    assert {auth for _, auth, _ in api.requests} == {f"Bearer {TOKEN}"}  # Milvus auth rides on every call
+    create = api.requests[0][2]
+    assert create["collectionName"] == "chunks"
+    files = create["files"]
+    assert len(files) == 1 and files[0][0].endswith(".parquet") and os.path.isfile(files[0][0])
+    assert pq.read_table(files[0][0]).num_rows == 25
+    assert not create.get("token") and not create.get("accessKey")  # no object-store credentials in the body
+    job_id = next(iter(api.jobs))
+    assert all(body["jobId"] == job_id for _, _, body in api.requests[1:])
+
+
+def test_failed_job_and_refusals_raise_with_the_servers_reason(lite_store, tmp_path):
+    api = ImportAPI({"chunks"}, [{"state": "Pending", "progress": 0},
+                                 {"state": "Failed", "progress": 0, "reason": "the field 'dense' is missing"}])
+    try:
+        cfg = _server_cfg(api.url)
+        sink = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, folder=str(tmp_path / "a")),
+                         sleep=lambda s: None)
+        sink.add(*_chunks(12))
+        with pytest.raises(BulkImportError, match="failed: the field 'dense' is missing"):
+            sink.commit()
+        # A wrong token: the server's 401 is a refusal, raised at once.
+        bad = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, token="root:wrong", folder=str(tmp_path / "b")),
+                        sleep=lambda s: None)
+        bad.add(*_chunks(12))
+        with pytest.raises(BulkImportError, match="refused.*401"):
+            bad.commit()
+    finally:
+        api.close()
+    # A server that does not know the collection: its code and message come back.
+    api = ImportAPI(set(), DONE)
+    try:
+        cfg = _server_cfg(api.url)
+        other = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, folder=str(tmp_path / "c")),
+                          sleep=lambda s: None)
+        other.add(*_chunks(12))
+        with pytest.raises(BulkImportError, match=r"code: 100, message: collection not found\[collection=chunks\]"):
+            other.commit()
+    finally:
+        api.close()
+
+
+def test_a_failed_poll_is_retried_not_fatal(lite_store, tmp_path):
+    api = ImportAPI({"chunks"}, DONE)
+    api.hiccups = 2
+    try:
+        cfg = _server_cfg(api.url)
+        sink = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, folder=str(tmp_path / "f")),
+                         sleep=lambda s: None)
+        sink.add(*_chunks(15))
+        assert sink.commit() == "bulk" and sink.stats.imported == 15
+        api.hiccups = 10  # the server stays unreachable: the load gives up after a bounded number of polls
+        sink.add(*_chunks(15, "d2"))
+        with pytest.raises(BulkImportError, match="5 progress polls failed"):
+            sink.commit()
+    finally:
+        api.close()

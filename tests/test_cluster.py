@@ -33,12 +33,30 @@ def test_cluster_files_parse():
     gpu = rc["spec"]["workerGroupSpecs"][0]["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert gpu["nvidia.com/gpu"] == "1"
     job = docs["cluster/kuberay/rayjob.yaml"][0]
-    assert job["kind"] == "RayJob" and "python -m jobs.ingest --config configs/qwen2.5-vl-7b.yaml" in \
+    assert job["kind"] == "RayJob" and "python -m jobs.ingest --config /app/configs/qwen2.5-vl-7b.yaml" in \
         job["spec"]["entrypoint"] and "--input s3://" in job["spec"]["entrypoint"]
     yaml.safe_load(job["spec"]["runtimeEnvYAML"])
     assert "env_vars" in docs["cluster/runtime_env.yaml"][0]
     dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
     assert "python3.11" in dockerfile and '".[gpu]"' in dockerfile
+
+
+def test_cluster_path_problems_name_each_local_path():
+    from chunker.config import load_config
+    from chunker.deploy_checks import cluster_path_problems
+
+    local = load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml")  # ./output/run and a Lite ./output/milvus.db
+    assert cluster_path_problems(local, 1) == []  # one machine: local folders are fine
+    probs = cluster_path_problems(local, 3)
+    assert [p.split()[0] for p in probs] == ["output.dir", "milvus.uri"]
+    assert "3 nodes" in probs[0] and "Milvus server" in probs[1]
+    ok = load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml", [
+        "output.dir=s3://corpus/runs/r1", "milvus.uri=http://milvus:19530", "milvus.bulk_uri=s3://milvus-bucket/bulk"])
+    assert cluster_path_problems(ok, 3) == []
+    shared = load_config(None, ["output.dir=file:///mnt/shared/run", "milvus.uri=http://milvus:19530",
+                                "milvus.bulk_uri=/mnt/shared/bulk"])
+    probs = cluster_path_problems(shared, 2)  # file:// is the explicit word for a shared mount; a bare path is not
+    assert len(probs) == 1 and probs[0].startswith("milvus.bulk_uri '/mnt/shared/bulk' is a local folder")
 
 
 def _free_ports(n: int) -> list[int]:

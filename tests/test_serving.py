@@ -260,6 +260,67 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
         serve.delete("flaky")
 
 
+def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: Any) -> None:
+    # A Milvus that accepts connections but never answers (SIGSTOP): without per-call deadlines a search waits
+    # ~70 s for gRPC's keepalive to drop the connection; with milvus.call_timeout_s the query is a 503 within it.
+    import signal
+
+    from ray import serve
+
+    from serving.app import STORE_RETRY_S, build_app
+
+    port = _free_port()
+    exe = os.path.join(os.path.dirname(sys.executable), "milvus-lite")
+    server = subprocess.Popen([exe, "server", "--data-dir", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    timeout_s = 2.0
+    try:
+        deadline = time.monotonic() + 60
+        while not _listening(port):
+            assert time.monotonic() < deadline, "milvus-lite server did not start"
+            time.sleep(0.2)
+        serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{port}", "milvus.call_timeout_s": str(timeout_s)}),
+                  name="frozen", route_prefix="/frozen")
+        assert http.post("/frozen/v1/query", json={"query": "pump"}).status_code == 200
+        os.kill(server.pid, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            r = http.post("/frozen/v1/query", json={"query": "pump"})
+            took = time.monotonic() - t0
+            assert r.status_code == 503, r.text
+            assert r.json()["error"] == "store_unavailable" and "call_timeout_s=2" in r.json()["message"]
+            assert took < timeout_s + 2.5, took  # the deadline plus embedding and HTTP, not minutes
+            t0 = time.monotonic()
+            assert http.post("/frozen/v1/query", json={"query": "pump"}).status_code == 503
+            assert time.monotonic() - t0 < 1.0  # just failed: answered at once, not after another deadline
+            t0 = time.monotonic()
+            assert http.get("/frozen/readyz").status_code == 503
+            assert time.monotonic() - t0 < timeout_s + 2.5
+        finally:
+            os.kill(server.pid, signal.SIGCONT)
+        time.sleep(STORE_RETRY_S)
+        deadline = time.monotonic() + 30
+        while (r := http.post("/frozen/v1/query", json={"query": "pump"})).status_code != 200:
+            assert time.monotonic() < deadline, r.text  # the same replica recovers once the server answers again
+            time.sleep(0.5)
+    finally:
+        if server.poll() is None:
+            server.kill()
+        serve.delete("frozen")
+
+
+def test_serve_host_defaults_to_all_interfaces_on_a_cluster(monkeypatch) -> None:
+    from chunker.config import load_config
+    from serving.app import serve_host
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert serve_host(load_config(None)) == "127.0.0.1"  # a private local runtime
+    assert serve_host(load_config(None, ["ray.address=auto"])) == "0.0.0.0"
+    monkeypatch.setenv("RAY_ADDRESS", "http://head:8266")
+    assert serve_host(load_config(None)) == "0.0.0.0"
+    assert serve_host(load_config(None, ["serve.host=10.1.2.3"])) == "10.1.2.3"
+
+
 def test_build_app_reads_replicas_autoscaling_and_overrides_from_config() -> None:
     # No runtime needed: the builder only binds the deployment.
     from chunker.config import ConfigError

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +71,7 @@ def filter_store(lite_root: Path) -> ChunkStore:
 def test_upsert_is_idempotent_and_batched(store: ChunkStore, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[int] = []
     real = store.client.upsert
-    monkeypatch.setattr(store.client, "upsert", lambda name, rows: calls.append(len(rows)) or real(name, rows))
+    monkeypatch.setattr(store.client, "upsert", lambda name, rows, **kw: calls.append(len(rows)) or real(name, rows, **kw))
     chunks = make_chunks(10)
     assert store.upsert(chunks, vecs(10)) == 10
     assert calls == [4, 4, 2]  # upsert_batch=4
@@ -309,13 +311,15 @@ def test_milvus_server_roundtrip() -> None:
     roundtrip(MilvusConfig(uri=uri))
 
 
-def test_lite_server_over_http(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def lite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen]]:
+    """A `milvus-lite server` on a loopback port: a real gRPC Milvus endpoint that tests may also freeze."""
     cli = Path(sys.executable).with_name("milvus-lite")
     if not cli.exists() and not shutil.which("milvus-lite"):
         pytest.skip("milvus-lite CLI not installed")
     port = free_port()
     proc = subprocess.Popen(
-        [str(cli if cli.exists() else "milvus-lite"), "server", "--data-dir", str(tmp_path / "srv"),
+        [str(cli if cli.exists() else "milvus-lite"), "server", "--data-dir", str(tmp_path_factory.mktemp("srv")),
          "--host", "127.0.0.1", "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
@@ -329,7 +333,103 @@ def test_lite_server_over_http(tmp_path: Path) -> None:
                 if time.time() > deadline or proc.poll() is not None:
                     pytest.fail("milvus-lite server did not start")
                 time.sleep(0.2)
-        roundtrip(MilvusConfig(uri=f"http://127.0.0.1:{port}"))
+        yield f"http://127.0.0.1:{port}", proc
     finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+        if proc.poll() is None:
+            os.kill(proc.pid, signal.SIGCONT)  # a test that froze it and failed must not leave it stopped
+            proc.terminate()
+            proc.wait(timeout=20)
+
+
+def test_lite_server_over_http(lite_server: tuple[str, subprocess.Popen]) -> None:
+    roundtrip(MilvusConfig(uri=lite_server[0]))
+
+
+# ------------------------------------------------------------------ index settings and deadlines
+
+@pytest.mark.parametrize("index_type", ["HNSW", "IVF_FLAT", "IVF_SQ8", "FLAT", "AUTOINDEX"])
+def test_configured_index_is_built_and_searched(lite_root: Path, index_type: str) -> None:
+    # ef and nlist far below the limit and the row count: ef is raised to the limit, nlist is the index's business.
+    cfg = MilvusConfig(uri=str(lite_root / "store.db"), index_type=index_type, hnsw_m=8, hnsw_ef=2, ivf_nlist=4,
+                       ivf_nprobe=4)
+    s = ChunkStore(cfg, DIM, collection=f"idx_{index_type.lower()}")
+    try:
+        s.upsert(make_chunks(40), vecs(40))
+        assert s.client.describe_index(s.collection, "dense")["index_type"] == index_type
+        hits = s.search(vecs(40)[7], None, mode="dense", limit=10)
+        assert len(hits) == 10 and hits[0]["chunk_id"] == "d1-7"
+        params = s._dense_search_params(10)
+        assert params["metric_type"] == "COSINE"
+        assert params.get("params") == {"HNSW": {"ef": 10}, "IVF_FLAT": {"nprobe": 4}, "IVF_SQ8": {"nprobe": 4}}.get(
+            index_type)
+    finally:
+        s.drop()
+        s.close()
+
+
+def test_an_existing_collection_is_searched_with_its_own_index(lite_root: Path) -> None:
+    uri = str(lite_root / "store.db")
+    first = ChunkStore(MilvusConfig(uri=uri, index_type="IVF_FLAT"), DIM, collection="idx_kept")
+    try:
+        first.upsert(make_chunks(12), vecs(12))
+        again = ChunkStore(MilvusConfig(uri=uri, index_type="HNSW"), DIM, collection="idx_kept")
+        assert again.index_type == "IVF_FLAT"  # config changes apply to new collections only
+        assert again._dense_search_params(5)["params"] == {"nprobe": 16}
+        assert len(again.search(vecs(12)[3], None, mode="dense", limit=5)) == 5
+    finally:
+        first.drop()
+        first.close()
+
+
+def test_index_search_params_follow_milvus_limits() -> None:
+    from chunker.index.params import index_build_params, index_search_params
+
+    cfg = MilvusConfig(uri="http://m:19530", hnsw_m=32, hnsw_ef_construction=360, hnsw_ef=64, ivf_nlist=4096,
+                       ivf_nprobe=32, diskann_search_list=50)
+    assert index_build_params(cfg.model_copy(update={"index_type": "HNSW"})) == {"M": 32, "efConstruction": 360}
+    assert index_build_params(cfg.model_copy(update={"index_type": "IVF_SQ8"})) == {"nlist": 4096}
+    assert index_build_params(cfg.model_copy(update={"index_type": "DISKANN"})) == {}
+    assert index_search_params(cfg, "HNSW", 10) == {"ef": 64}
+    assert index_search_params(cfg, "HNSW", 200) == {"ef": 200}  # Milvus refuses ef < limit
+    assert index_search_params(cfg, "IVF_SQ8", 200) == {"nprobe": 32}
+    assert index_search_params(cfg, "DISKANN", 100) == {"search_list": 100}
+    assert index_search_params(cfg, "FLAT", 10) == {} and index_search_params(cfg, "AUTOINDEX", 10) == {}
+
+
+def test_index_settings_are_validated_by_field(lite_server: tuple[str, subprocess.Popen], tmp_path: Path) -> None:
+    from chunker.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="milvus.index_type DISKANN does not build on Milvus Lite"):
+        load_config(None, [f"milvus.uri={tmp_path / 'x.db'}", "milvus.index_type=DISKANN"])
+    with pytest.raises(ConfigError, match=r"milvus.index_type: Input should be 'AUTOINDEX'"):
+        load_config(None, ["milvus.index_type=IVF_PQ"])
+    with pytest.raises(ConfigError, match=r"milvus.ivf_nprobe \(64\) must not exceed milvus.ivf_nlist \(32\)"):
+        load_config(None, ["milvus.ivf_nlist=32", "milvus.ivf_nprobe=64"])
+    assert load_config(None, ["milvus.uri=http://milvus:19530", "milvus.index_type=DISKANN"]).milvus.index_type == "DISKANN"
+    # Lite behind `milvus-lite server` looks like a server by its URI: refused once its version says Lite.
+    with pytest.raises(StoreError, match="milvus.index_type DISKANN does not build on Milvus Lite"):
+        ChunkStore(MilvusConfig(uri=lite_server[0], index_type="DISKANN"), DIM, collection="never")
+
+
+def test_a_frozen_server_fails_within_the_call_timeout(lite_server: tuple[str, subprocess.Popen]) -> None:
+    uri, proc = lite_server
+    s = ChunkStore(MilvusConfig(uri=uri, call_timeout_s=1.0), DIM, collection="frozen")
+    try:
+        s.upsert(make_chunks(5), vecs(5))
+        assert s.search(vecs(5)[1], "number 1", mode="hybrid", limit=1)[0]["chunk_id"] == "d1-1"
+        os.kill(proc.pid, signal.SIGSTOP)  # accepts connections (the kernel does), never answers
+        try:
+            for call in (lambda: s.search(vecs(5)[1], "number 1", mode="hybrid", limit=1),
+                         lambda: s.search(vecs(5)[1], None, mode="dense", limit=1), s.ready,
+                         lambda: s.delete_doc("d1")):  # a count query first
+                t0 = time.monotonic()
+                with pytest.raises(StoreUnavailable, match=r"did not answer .*call_timeout_s=1 s"):
+                    call()
+                # Without a deadline a search waited ~70 s here (gRPC keepalive); with one, about the deadline.
+                assert time.monotonic() - t0 < 4.0
+        finally:
+            os.kill(proc.pid, signal.SIGCONT)
+        assert s.search(vecs(5)[1], "number 1", mode="hybrid", limit=1)[0]["chunk_id"] == "d1-1"  # and it recovers
+    finally:
+        s.drop()
+        s.close()

@@ -8,33 +8,43 @@ Milvus Lite, which has no import) go through :meth:`ChunkStore.upsert`; more are
 
 Import only ever inserts: Milvus does not deduplicate primary keys on import, so a re-run would duplicate every
 chunk. The sink therefore deletes the batch's chunk IDs first, then imports: the net effect is an upsert. Between
-the delete and the end of the import those chunks are briefly absent from search.
+the delete and the end of the import those chunks are briefly absent from search. With ``milvus.fresh_load`` and a
+collection that was empty when the run began, only IDs of documents this run already wrote can exist, so only
+those are deleted.
 
-The pymilvus calls sit behind :class:`BulkOps`, so tests record them with a fake instead of needing a server.
+The pymilvus calls sit behind :class:`BulkOps`; :class:`PymilvusBulkOps` speaks Milvus' REST import API
+(``/v2/vectordb/jobs/import/create`` and ``/describe``) through ``pymilvus.bulk_writer``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlparse
 
 import numpy as np
 
-from chunker.errors import ChunkerError
 from chunker.config import MilvusConfig
+from chunker.errors import ChunkerError
+from chunker.deploy_checks import bulk_target_problems
 from chunker.types import Chunk
 
 log = logging.getLogger("chunker.index.bulk")
 DELETE_BATCH = 1000  # IDs per delete expression; long "in" lists make slow plans on the server
+MAX_POLL_FAILURES = 5  # consecutive progress polls that may fail (a network blip) before the load gives up
 
 
 class BulkImportError(ChunkerError):
-    """A bulk import job failed or timed out; the message carries the server's reason."""
+    """A bulk import job failed, was refused or timed out; the message carries the server's reason."""
+
+
+class ImportPollError(BulkImportError):
+    """One progress poll got no answer; the job itself may still be running."""
 
 
 class BulkOps(Protocol):
@@ -47,7 +57,8 @@ class BulkOps(Protocol):
         """Start an import job; return its id."""
 
     def progress(self, job_id: str) -> dict[str, Any]:
-        """The job's state: ``{"state": Pending|Importing|Completed|Failed, "progress": 0-100, "reason": str}``."""
+        """The job's state: ``{"state": Pending|Importing|Completed|Failed, "progress": 0-100, "reason": str}``;
+        raises :class:`ImportPollError` when the poll itself gets no answer."""
 
     def delete_ids(self, ids: list[str]) -> None:
         """Delete rows by primary key."""
@@ -61,6 +72,8 @@ class Store(Protocol):
     client: Any
 
     def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int: ...
+
+    def count(self) -> int: ...
 
 
 @dataclass
@@ -85,6 +98,11 @@ class ChunkSink:
         self.chunks: list[Chunk] = []
         self.vectors: list[np.ndarray] = []
         self.stats = SinkStats()
+        self.fresh: bool | None = None  # decided at the first commit (milvus.fresh_load and an empty collection)
+        self._written_docs: set[str] = set()  # fresh loads: documents whose chunks this run has already written
+        if self._bulk is not None and not store.lite and cfg.load_mode == "auto":
+            # Built now, not at the first big commit hours later: a wrong bulk target fails before any work.
+            self._ops()
 
     @property
     def pending(self) -> int:
@@ -97,12 +115,15 @@ class ChunkSink:
         self.vectors.extend(np.asarray(vectors, dtype=np.float32))
 
     def use_bulk(self, rows: int) -> bool:
-        return not self.store.lite and self._bulk is not None and rows >= self.cfg.bulk_threshold
+        return (not self.store.lite and self._bulk is not None and self.cfg.load_mode == "auto"
+                and rows >= self.cfg.bulk_threshold)
 
     def commit(self) -> str:
         """Write everything pending; returns the mode used (``upsert``, ``bulk`` or ``none``)."""
         if not self.chunks:
             return "none"
+        if self.fresh is None:
+            self.fresh = self._starts_empty()
         chunks, vecs = self.chunks, np.stack(self.vectors)
         self.chunks, self.vectors = [], []
         mode = "bulk" if self.use_bulk(len(chunks)) else "upsert"
@@ -110,9 +131,20 @@ class ChunkSink:
             self._bulk_load(chunks, vecs)
         else:
             self.stats.upserted += self.store.upsert(chunks, vecs)
+        if self.fresh:
+            self._written_docs.update(c.doc_id for c in chunks)
         self.stats.commits += 1
         self.stats.modes.append(mode)
         return mode
+
+    def _starts_empty(self) -> bool:
+        if not self.cfg.fresh_load or self.store.lite:
+            return False
+        rows = self.store.count()
+        if rows:
+            log.warning("milvus.fresh_load is set but collection %s already holds %d rows (a resumed run?): chunk IDs "
+                        "are deleted before each import as usual", self.store.collection, rows)
+        return rows == 0
 
     def _ops(self) -> BulkOps:
         if callable(self._bulk) and not hasattr(self._bulk, "write_files"):
@@ -126,7 +158,9 @@ class ChunkSink:
         # Last row wins for a repeated ID, as with upserts.
         rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vecs)}.values())
         files = ops.write_files(rows)
-        ids = [r["chunk_id"] for r in rows]
+        # An empty collection at the start of a fresh load holds only what this run wrote: IDs of other
+        # documents cannot exist, and deleting them would cost one delete per 1,000 of the millions of rows.
+        ids = [r["chunk_id"] for r in rows if not self.fresh or r["doc_id"] in self._written_docs]
         for i in range(0, len(ids), DELETE_BATCH):
             ops.delete_ids(ids[i:i + DELETE_BATCH])
         job_id = ops.start_import(files)
@@ -136,8 +170,19 @@ class ChunkSink:
 
     def _wait(self, ops: BulkOps, job_id: str, rows: int) -> None:
         deadline = self.clock() + self.cfg.bulk_timeout_s
+        failures = 0
         while True:
-            p = ops.progress(job_id)
+            try:
+                p = ops.progress(job_id)
+                failures = 0
+            except ImportPollError as exc:
+                # The job runs on the server whether or not a poll gets through: a blip must not end a 2-hour load.
+                failures += 1
+                if failures >= MAX_POLL_FAILURES or self.clock() > deadline:
+                    raise BulkImportError(f"bulk import {job_id}: {failures} progress polls failed, last: {exc}") from exc
+                log.warning("bulk import %s: progress poll failed (%s); retrying", job_id, exc)
+                self.sleep(self.cfg.bulk_poll_s)
+                continue
             state = str(p.get("state", ""))
             if state == "Completed":
                 log.info("bulk import %s: %d rows done", job_id, rows)
@@ -151,36 +196,54 @@ class ChunkSink:
 
 
 class PymilvusBulkOps:
-    """:class:`BulkOps` through pymilvus: BulkWriter Parquet files, the import REST API, pk deletes.
+    """:class:`BulkOps` through pymilvus: BulkWriter Parquet files, the REST import API, pk deletes.
 
-    ``bulk_uri`` ``s3://bucket/prefix`` writes with ``RemoteBulkWriter`` into that bucket (which must be the one the
-    Milvus server reads); endpoint and keys come from ``AWS_ENDPOINT_URL`` (MinIO), ``AWS_ACCESS_KEY_ID`` and
-    ``AWS_SECRET_ACCESS_KEY``. Any other value is a local folder for ``LocalBulkWriter``.
+    On a Milvus server the files go to ``milvus.bulk_uri`` (``s3://bucket/prefix``, the bucket the server reads)
+    through ``RemoteBulkWriter``, with ``milvus.bulk_endpoint`` and the keys in ``$milvus.bulk_access_key_env`` /
+    ``$milvus.bulk_secret_key_env``; the corpus' ``AWS_*`` settings are never borrowed. The import calls
+    authenticate to Milvus with the token in ``$milvus.token_env`` (pymilvus 3.0 calls it ``api_key``; its
+    ``token`` argument is an object-store session token). On Milvus Lite, which has no import, a local folder
+    gets ``LocalBulkWriter`` files (schema checks and tests).
     """
 
-    def __init__(self, store: Store, cfg: MilvusConfig, bulk_uri: str, token: str = "") -> None:
+    def __init__(self, store: Store, cfg: MilvusConfig, bulk_uri: str | None = None, token: str | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
         from pymilvus import CollectionSchema
 
+        env = os.environ if environ is None else environ
         self.store = store
         self.cfg = cfg
-        self.bulk_uri = bulk_uri
-        self.token = token
+        self.bulk_uri = bulk_uri if bulk_uri is not None else (cfg.bulk_uri or "")
+        self.api_key = env.get(cfg.token_env, "") if token is None else token
+        if not store.lite:
+            from chunker.index.store import StoreError  # a setup error the jobs report in one line, before any work
+
+            problems = bulk_target_problems(cfg.model_copy(update={"bulk_uri": self.bulk_uri or None}), env)
+            if problems:
+                raise StoreError(f"bulk import into {cfg.uri} cannot start: " + "; ".join(problems))
+        self.access_key = env.get(cfg.bulk_access_key_env, "")
+        self.secret_key = env.get(cfg.bulk_secret_key_env, "")
         # The collection's own schema, so the files validate against exactly what the server will check.
         self.schema = CollectionSchema.construct_from_dict(store.client.describe_collection(store.collection))
+
+    def s3_params(self) -> dict[str, Any]:
+        """Keyword arguments of ``RemoteBulkWriter.S3ConnectParam`` for the bulk bucket (minio wants host:port)."""
+        endpoint = urlparse(self.cfg.bulk_endpoint or "")
+        return {
+            "bucket_name": urlparse(self.bulk_uri).netloc, "endpoint": endpoint.netloc,
+            "access_key": self.access_key, "secret_key": self.secret_key, "secure": endpoint.scheme == "https",
+            "region": self.cfg.bulk_region,
+        }
 
     def _writer(self) -> Any:
         from pymilvus.bulk_writer import BulkFileType, LocalBulkWriter, RemoteBulkWriter
 
         if self.bulk_uri.startswith("s3://"):
-            u = urlparse(self.bulk_uri)
-            endpoint = os.environ.get("AWS_ENDPOINT_URL", "")
-            param = RemoteBulkWriter.S3ConnectParam(
-                bucket_name=u.netloc, endpoint=urlparse(endpoint).netloc or endpoint or "s3.amazonaws.com",
-                access_key=os.environ.get("AWS_ACCESS_KEY_ID"), secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
-                secure=endpoint.startswith("https") or not endpoint,
-            )
-            return RemoteBulkWriter(self.schema, remote_path=u.path.strip("/") or "bulk", connect_param=param,
-                                    file_type=BulkFileType.PARQUET)
+            # Staging folder given explicitly: the default sits beside sys.argv[0], inside the installed package.
+            staging = tempfile.mkdtemp(prefix="chunker-bulk-")
+            return RemoteBulkWriter(self.schema, remote_path=urlparse(self.bulk_uri).path.strip("/") or "bulk",
+                                    connect_param=RemoteBulkWriter.S3ConnectParam(**self.s3_params()),
+                                    file_type=BulkFileType.PARQUET, local_path=staging)
         os.makedirs(self.bulk_uri, exist_ok=True)
         return LocalBulkWriter(self.schema, local_path=self.bulk_uri, file_type=BulkFileType.PARQUET)
 
@@ -193,19 +256,27 @@ class PymilvusBulkOps:
 
     def start_import(self, files: list[list[str]]) -> str:
         from pymilvus.bulk_writer import bulk_import
+        from pymilvus.exceptions import MilvusException
 
-        body = bulk_import(url=self.cfg.uri, collection_name=self.store.collection, files=files,
-                           token=self.token).json()
+        try:
+            body = bulk_import(url=self.cfg.uri, collection_name=self.store.collection, files=files,
+                               api_key=self.api_key).json()
+        except MilvusException as exc:  # HTTP error or a non-zero "code": the server refused the job
+            raise BulkImportError(f"bulk_import into {self.store.collection!r} was refused: {exc.message}") from None
         job_id = (body.get("data") or {}).get("jobId")
         if not job_id:
-            raise BulkImportError(f"bulk_import was refused: {body}")
+            raise BulkImportError(f"bulk_import into {self.store.collection!r} returned no job id: {body}")
         return str(job_id)
 
     def progress(self, job_id: str) -> dict[str, Any]:
         from pymilvus.bulk_writer import get_import_progress
+        from pymilvus.exceptions import MilvusException
 
-        body = get_import_progress(url=self.cfg.uri, job_id=job_id, token=self.token).json()
-        return dict(body.get("data") or {"state": "Failed", "reason": str(body)})
+        try:
+            body = get_import_progress(url=self.cfg.uri, job_id=job_id, api_key=self.api_key).json()
+        except MilvusException as exc:
+            raise ImportPollError(exc.message) from None
+        return dict(body.get("data") or {"state": "Failed", "reason": f"no job data in {body}"})
 
     def delete_ids(self, ids: list[str]) -> None:
-        self.store.client.delete(self.store.collection, ids=ids)
+        self.store.client.delete(self.store.collection, ids=ids, timeout=self.cfg.write_timeout_s)

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
+from chunker.config import SERVER_ONLY_INDEX_TYPES, MilvusConfig
 from chunker.errors import ChunkerError, SetupError
-from chunker.config import MilvusConfig
 from chunker.index.filters import render_filter
+from chunker.index.params import index_build_params, index_search_params
 from chunker.types import Chunk
 
 SCHEMA_VERSION = 1
@@ -151,7 +154,7 @@ class ChunkStore:
             if self.server:
                 # The one secret this module needs; named by config so deployments pick their own variable.
                 token = os.environ.get(cfg.token_env, "")
-                self.client = MilvusClient(uri=cfg.uri, token=token, timeout=CONNECT_TIMEOUT_S)
+                self.client = MilvusClient(uri=cfg.uri, token=token, timeout=min(CONNECT_TIMEOUT_S, cfg.call_timeout_s))
             else:
                 path = Path(cfg.uri).expanduser()
                 if path.suffix != ".db":
@@ -162,8 +165,13 @@ class ChunkStore:
             raise self._connect_error(exc) from None
         # Lite 3.2 answers "milvus_lite-<version>", also behind `milvus-lite server`; it lacks filter templating
         # and the ICU tokenizer, so those are decided per connection, not per URI.
-        self.version = str(self.client.get_server_version())
+        with self._answering("get_server_version"):
+            self.version = str(self.client.get_server_version(timeout=cfg.call_timeout_s))
         self.lite = "lite" in self.version.lower()
+        if self.lite and cfg.index_type in SERVER_ONLY_INDEX_TYPES:
+            raise StoreError(f"milvus.index_type {cfg.index_type} does not build on Milvus Lite ({cfg.uri} runs "
+                             f"{self.version}); use HNSW, IVF_FLAT, IVF_SQ8, FLAT or AUTOINDEX, or a Milvus server")
+        self.index_type = cfg.index_type  # the existing collection's own, once opened
         self._open_collection()
 
     def _connect_error(self, exc: Exception) -> StoreError:
@@ -181,6 +189,29 @@ class ChunkStore:
             )
         return StoreUnavailable(f"cannot open Milvus Lite at {uri!r}: {exc}")
 
+    @contextmanager
+    def _answering(self, call: str) -> Iterator[None]:
+        """Turns 'the server did not answer in time / is gone' into :class:`StoreUnavailable` (typed, by status
+        code): pymilvus raises a bare grpc error for a missed deadline and a MilvusException for a lost peer."""
+        import grpc
+        from pymilvus.client.types import Status
+        from pymilvus.exceptions import MilvusException
+
+        gone = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
+        try:
+            yield
+        except grpc.RpcError as exc:
+            code = exc.code() if callable(getattr(exc, "code", None)) else None
+            if code not in gone:
+                raise
+            raise StoreUnavailable(f"Milvus at {self.cfg.uri} did not answer {call} ({code.name}; deadlines: "
+                                   f"milvus.call_timeout_s={self.cfg.call_timeout_s:g} s for reads, "
+                                   f"milvus.write_timeout_s={self.cfg.write_timeout_s:g} s for writes)") from None
+        except MilvusException as exc:
+            if exc.code != Status.CONNECT_FAILED and exc.code not in gone:
+                raise
+            raise StoreUnavailable(f"Milvus at {self.cfg.uri} is unreachable ({call}): {exc.message}") from None
+
     # ----------------------------------------------------------------- schema
 
     def _rebuild_hint(self) -> str:
@@ -191,8 +222,13 @@ class ChunkStore:
 
     def _open_collection(self) -> None:
         name = self.collection
-        if self.client.has_collection(name):
-            desc = self.client.describe_collection(name)
+        with self._answering("opening the collection"):
+            self._open_or_create(name)
+
+    def _open_or_create(self, name: str) -> None:
+        rt, wt = self.cfg.call_timeout_s, self.cfg.write_timeout_s
+        if self.client.has_collection(name, timeout=rt):
+            desc = self.client.describe_collection(name, timeout=rt)
             props = desc.get("properties") or {}
             version = props.get(PROP_SCHEMA_VERSION)
             if version != str(SCHEMA_VERSION):
@@ -206,9 +242,24 @@ class ChunkStore:
                     f"collection {name!r} holds {dims[0] if dims else '?'}-dim vectors but the embedder makes "
                     f"{self.dim}-dim ones; {self._rebuild_hint()}"
                 )
+            self.index_type = self._built_index_type()
         else:
             self._create_collection()
-        self.client.load_collection(name)
+        # Loading a large collection onto query nodes is slow: the write deadline, not the read one.
+        self.client.load_collection(name, timeout=wt)
+
+    def _built_index_type(self) -> str:
+        """The dense index the collection was built with (search parameters must fit it, not today's config)."""
+        try:
+            built = str(self.client.describe_index(self.collection, "dense", timeout=self.cfg.call_timeout_s)
+                        .get("index_type") or self.cfg.index_type)
+        except Exception:  # noqa: BLE001 - an index named otherwise (built by hand): the config is the best guess
+            return self.cfg.index_type
+        if built != self.cfg.index_type:
+            logging.getLogger("chunker.index.store").warning(
+                "collection %s has a %s index; milvus.index_type=%s applies only to new collections",
+                self.collection, built, self.cfg.index_type)
+        return built
 
     def _create_collection(self) -> None:
         from pymilvus import DataType, Function, FunctionType
@@ -234,13 +285,15 @@ class ChunkStore:
             input_field_names=["search_text"], output_field_names=["sparse"],
         ))
         index = c.prepare_index_params()
-        index.add_index("dense", index_type=self.cfg.index_type, metric_type=self.cfg.metric)
+        index.add_index("dense", index_type=self.cfg.index_type, metric_type=self.cfg.metric,
+                        params=index_build_params(self.cfg))
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
         properties = {
             PROP_SCHEMA_VERSION: str(SCHEMA_VERSION), PROP_DIM: str(self.dim), PROP_ANALYZER: self.cfg.analyzer,
         }
         try:
-            c.create_collection(self.collection, schema=schema, index_params=index, properties=properties)
+            c.create_collection(self.collection, schema=schema, index_params=index, properties=properties,
+                                timeout=self.cfg.write_timeout_s)
         except ImportError as exc:  # Lite builds the jieba tokenizer at creation
             raise StoreError(f"analyzer {self.cfg.analyzer!r} needs an extra package: {exc} (pip install jieba)") from None
 
@@ -256,8 +309,9 @@ class ChunkStore:
         # Duplicate IDs in one call: the last wins, as it would across calls.
         rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vectors)}.values())
         step = self.cfg.upsert_batch
-        for i in range(0, len(rows), step):
-            self.client.upsert(self.collection, rows[i : i + step])
+        with self._answering("upsert"):
+            for i in range(0, len(rows), step):
+                self.client.upsert(self.collection, rows[i : i + step], timeout=self.cfg.write_timeout_s)
         return len(rows)
 
     def _filter(self, expr: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -272,7 +326,8 @@ class ChunkStore:
         kw = self._filter(expr, params)
         n = self._count(kw)
         if n:
-            self.client.delete(self.collection, **kw)
+            with self._answering("delete"):
+                self.client.delete(self.collection, timeout=self.cfg.write_timeout_s, **kw)
         return n
 
     def delete_other_versions(self, source: str, keep_doc_id: str) -> int:
@@ -290,15 +345,23 @@ class ChunkStore:
                                   {"doc_id": doc_id, "keep": sorted(keep)})
 
     def flush(self) -> None:
-        self.client.flush(self.collection)
+        with self._answering("flush"):
+            self.client.flush(self.collection, timeout=self.cfg.write_timeout_s)
 
     # ------------------------------------------------------------------- reads
 
     def _count(self, filter_kw: dict[str, Any]) -> int:
-        res = self.client.query(
-            self.collection, output_fields=["count(*)"], consistency_level="Strong", **({"filter": ""} | filter_kw)
-        )
+        with self._answering("count"):
+            res = self.client.query(
+                self.collection, output_fields=["count(*)"], consistency_level="Strong",
+                timeout=self.cfg.call_timeout_s, **({"filter": ""} | filter_kw)
+            )
         return int(res[0]["count(*)"]) if res else 0
+
+    def ready(self) -> bool:
+        """One cheap metadata call within the read deadline: does the collection still exist?"""
+        with self._answering("has_collection"):
+            return bool(self.client.has_collection(self.collection, timeout=self.cfg.call_timeout_s))
 
     def count(self) -> int:
         """Exact number of rows (flushes first)."""
@@ -392,16 +455,21 @@ class ChunkStore:
 
         fkw = self._filter(filter_expr, filter_params)
         dense_req = None if dense is None else np.asarray(dense, dtype=np.float32).reshape(n, -1).tolist()
-        common = {"limit": int(limit), "output_fields": ROW_FIELDS}
+        # The deadline also bounds pymilvus' retry loop (decorators.retry_on_rpc_failure). Without one, a server that
+        # accepts connections but never answers held a search for 70 s (until gRPC keepalive dropped the connection;
+        # measured against a SIGSTOPped milvus-lite server).
+        common = {"limit": int(limit), "output_fields": ROW_FIELDS, "timeout": self.cfg.call_timeout_s}
         if mode == "dense":
-            res = self.client.search(self.collection, data=dense_req, anns_field="dense",
-                                     search_params=self._dense_search_params(), **common, **fkw)
+            with self._answering("search"):
+                res = self.client.search(self.collection, data=dense_req, anns_field="dense",
+                                         search_params=self._dense_search_params(int(limit)), **common, **fkw)
             # L2 is a distance: negate so that every mode reports "higher is better".
             sign = -1.0 if self.cfg.metric == "L2" else 1.0
             return [[self._row(h, sign * float(h["distance"])) for h in hits] for hits in res]
         if mode == "sparse":
-            res = self.client.search(self.collection, data=list(texts or []), anns_field="sparse",
-                                     search_params={"metric_type": "BM25"}, **common, **fkw)
+            with self._answering("search"):
+                res = self.client.search(self.collection, data=list(texts or []), anns_field="sparse",
+                                         search_params={"metric_type": "BM25"}, **common, **fkw)
             # BM25 scores are >= 0; Lite reports them negated (as distances), a server as is.
             return [[self._row(h, abs(float(h["distance"]))) for h in hits] for hits in res]
         req_kw: dict[str, Any] = {}
@@ -410,19 +478,21 @@ class ChunkStore:
             if "filter_params" in fkw:
                 req_kw["expr_params"] = fkw["filter_params"]
         reqs = [
-            AnnSearchRequest(data=dense_req, anns_field="dense", param=self._dense_search_params(),
+            AnnSearchRequest(data=dense_req, anns_field="dense", param=self._dense_search_params(int(limit)),
                              limit=int(limit), **req_kw),
             AnnSearchRequest(data=list(texts or []), anns_field="sparse", param={"metric_type": "BM25"},
                              limit=int(limit), **req_kw),
         ]
         ranker = RRFRanker(int(rrf_k)) if fusion == "rrf" else WeightedRanker(float(dense_weight), 1.0 - float(dense_weight))
-        res = self.client.hybrid_search(self.collection, reqs, ranker, **common)
+        with self._answering("hybrid_search"):
+            res = self.client.hybrid_search(self.collection, reqs, ranker, **common)
         return [[self._row(h, float(h["distance"])) for h in hits] for hits in res]
 
-    def _dense_search_params(self) -> dict[str, Any]:
-        # Index defaults on purpose: on Lite the HNSW lookup is ~1 ms of a search (ef buys nothing measurable),
-        # and AUTOINDEX on a server picks its own.
-        return {"metric_type": self.cfg.metric}
+    def _dense_search_params(self, limit: int) -> dict[str, Any]:
+        # On Lite the HNSW lookup is ~1 ms of a search (ef buys little there); on a server ef / nprobe /
+        # search_list trade recall for latency. AUTOINDEX and FLAT take none.
+        params = index_search_params(self.cfg, self.index_type, limit)
+        return {"metric_type": self.cfg.metric, **({"params": params} if params else {})}
 
     @staticmethod
     def _row(hit: dict[str, Any], score: float) -> dict[str, Any]:
@@ -435,7 +505,7 @@ class ChunkStore:
 
     def drop(self) -> None:
         """Drop the whole collection (a rebuild starts from nothing)."""
-        self.client.drop_collection(self.collection)
+        self.client.drop_collection(self.collection, timeout=self.cfg.write_timeout_s)
 
     def close(self) -> None:
         self.client.close()

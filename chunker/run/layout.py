@@ -9,7 +9,6 @@ A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, `
     {run}/ledger/{config_hash}/{doc_id}.json         the done ledger (chunker.run.ledger)
     {run}/listing/part-{part:05d}.jsonl              the streamed input listing (chunker.run.listing)
     {run}/normalized/{doc_id}.pdf                    PDFs normalised from images and office files
-    {run}/bulk/                                      BulkWriter files when no milvus.bulk_uri is set
     {run}/summary.json, planning_report.json/.txt
 
 Parts are named by their key, so a re-run overwrites instead of duplicating, and workers on different nodes write
@@ -36,7 +35,6 @@ DOCUMENTS = "documents"
 LEDGER = "ledger"
 LISTING = "listing"
 NORMALIZED = "normalized"
-BULK = "bulk"
 SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
 
@@ -72,9 +70,6 @@ class RunStore:
 
     def normalized_uri(self, doc_id: str) -> str:
         return sources.join_uri(self.uri, f"{NORMALIZED}/{doc_id}.pdf")
-
-    def bulk_uri(self) -> str:
-        return self.uri_of(BULK)
 
     def ledger_folder(self, cfg_hash: str) -> str:
         return self.path(LEDGER, cfg_hash)
