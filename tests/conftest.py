@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+_BUCKETS = itertools.count()  # a fresh bucket per test: no test sees another's objects
 
 
 @pytest.fixture(scope="session")
@@ -26,3 +28,28 @@ def shared_data() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path} (expected ../shared/data next to the repository)")
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3 protocol server (moto) on a free loopback port for the whole session; see tests/s3_server.py."""
+    from s3_server import S3Server  # tests/ is on sys.path under pytest (rootdir conftest)
+
+    server = S3Server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3(s3_server, monkeypatch: pytest.MonkeyPatch):
+    """A fresh bucket on the loopback S3 server, with the AWS variables pyarrow reads set for this test only.
+
+    Yields ``(server, bucket)``; the server's request record starts empty."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    bucket = f"test-bucket-{next(_BUCKETS)}"
+    s3_server.client().create_bucket(Bucket=bucket)
+    s3_server.clear()
+    yield s3_server, bucket
+
+

@@ -4,6 +4,10 @@
 Listing is a generator that walks one folder level at a time, so a caller can stream a million paths without ever
 holding them. S3/MinIO credentials come from the usual AWS variables (``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` for MinIO), read by pyarrow itself.
+
+Object keys are arbitrary text ("Annual report é.pdf", "100%.pdf", "q?.pdf"), and pyarrow parses a URI strictly:
+the URIs this module hands out are percent-encoded (pyarrow decodes them back to the key), and a URI a user typed
+with raw spaces or non-ASCII characters in its key is encoded here before pyarrow sees it.
 """
 
 from __future__ import annotations
@@ -11,9 +15,10 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+from urllib.parse import quote, unquote, urlparse
 
 import pyarrow.fs as pafs
 
@@ -29,24 +34,62 @@ def local_path(uri: str) -> str:
     return unquote(urlparse(uri).path) if uri.startswith("file://") else uri
 
 
+def _split_query(uri: str) -> tuple[str, str]:
+    """(URI without its query, ``?query`` or "")."""
+    head, sep, query = uri.partition("?")
+    return head, sep + query
+
+
+def encode_key(key: str) -> str:
+    """A path or object key as it must appear in a URI (``/`` kept, everything else outside [A-Za-z0-9_.~-]
+    percent-encoded); :func:`pyarrow.fs.FileSystem.from_uri` decodes it back."""
+    return quote(key, safe="/")
+
+
+# A key already written as a URI path: unreserved and sub-delimiter characters, ':' '@' '/', and %XX escapes.
+_URI_PATH = re.compile(r"(?:[A-Za-z0-9\-._~!$&'()*+,;=:@/]|%[0-9A-Fa-f]{2})*")
+
+
+def canonical_uri(uri: str) -> str:
+    """An object-storage URI pyarrow can parse: a key typed as it is stored (spaces, accents, ``#``, a lone ``%``)
+    is percent-encoded, one already encoded is kept. A ``?`` starts the query (pyarrow's options such as
+    ``endpoint_override``): a key containing ``?`` must be typed as ``%3F``."""
+    if not is_remote(uri):
+        return uri
+    head, query = _split_query(uri)
+    scheme, _, rest = head.partition("://")
+    bucket, slash, key = rest.partition("/")
+    if _URI_PATH.fullmatch(key):
+        return uri
+    return f"{scheme}://{bucket}{slash}{encode_key(key)}{query}"
+
+
 def open_fs(uri: str) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path inside it) for a local path, ``file://`` URI or object-storage URI."""
-    if is_remote(uri):
-        return pafs.FileSystem.from_uri(uri)
-    return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    if not is_remote(uri):
+        return pafs.LocalFileSystem(), os.path.abspath(local_path(uri))
+    uri = canonical_uri(uri)
+    if uri.startswith("s3://") and "allow_delayed_open" not in uri:
+        # A delayed open lets pyarrow send a small object as one PutObject when it is closed, instead of
+        # CreateMultipartUpload + UploadPart + CompleteMultipartUpload: a third of the requests per run part.
+        uri += ("&" if "?" in uri else "?") + "allow_delayed_open=true"
+    return pafs.FileSystem.from_uri(uri)
 
 
 def join_uri(base_uri: str, rel: str) -> str:
-    """``rel`` under ``base_uri``, keeping the scheme (so workers elsewhere can open it)."""
+    """``rel`` (a relative path, as stored) under ``base_uri``, keeping the scheme and any query (so workers
+    elsewhere can open it)."""
     if is_remote(base_uri):
-        return base_uri.rstrip("/") + "/" + rel.lstrip("/")
+        head, query = _split_query(canonical_uri(base_uri))
+        return head.rstrip("/") + "/" + encode_key(rel.lstrip("/")) + query
     return os.path.join(local_path(base_uri), rel)
 
 
 def uri_of(fs: pafs.FileSystem, path: str, like: str) -> str:
-    """The URI of ``path`` on ``fs`` in the scheme of ``like`` (pyarrow paths carry no scheme)."""
+    """The URI of ``path`` on ``fs`` in the scheme of ``like`` (pyarrow paths carry no scheme), percent-encoded
+    and with ``like``'s query (an ``endpoint_override`` must reach every worker that opens it)."""
     if is_remote(like):
-        return f"{urlparse(like).scheme}://{path}"
+        return f"{urlparse(like).scheme}://{encode_key(path)}{_split_query(like)[1]}"
     return path
 
 
@@ -149,8 +192,10 @@ def fetch(uri: str, dest: Path) -> tuple[str, int]:
 def upload(local: Path, uri: str) -> str:
     """Write a local file to ``uri`` (write then move on local disks, so no reader sees half a file)."""
     fs, path = open_fs(uri)
-    fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    tmp = path + ".tmp" if isinstance(fs, pafs.LocalFileSystem) else path
+    local = isinstance(fs, pafs.LocalFileSystem)
+    if local:  # object storage has no folders to make (create_dir would put a marker object per level)
+        fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+    tmp = path + ".tmp" if local else path
     with open(local, "rb") as src, fs.open_output_stream(tmp) as out:
         while block := src.read(_BLOCK):
             out.write(block)

@@ -14,7 +14,8 @@ A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, `
 Parts are named by their key, so a re-run overwrites instead of duplicating, and workers on different nodes write
 without coordination. A part is complete or absent: on a local disk it is written then renamed; on object storage it
 is written to its final key at once (an upload becomes visible only when it completes, and a rename there would be
-a copy and a delete per part).
+a copy and a delete per part). Object storage has no folders, so none are made there: a part is one PutObject (a
+multipart upload when large), with no folder-marker objects or existence checks around it.
 """
 
 from __future__ import annotations
@@ -59,7 +60,13 @@ class RunStore:
         self.uri = uri
         self.fs, self.root = sources.open_fs(uri)
         self.local = isinstance(self.fs, pafs.LocalFileSystem)
-        self.fs.create_dir(self.root, recursive=True)
+        self.makedirs(self.root)
+
+    def makedirs(self, folder: str) -> None:
+        """A folder on a local disk; nothing on object storage, where pyarrow's create_dir would put a marker
+        object per level (and check the bucket) before every part."""
+        if self.local:
+            self.fs.create_dir(folder, recursive=True)
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
@@ -76,7 +83,7 @@ class RunStore:
 
     def write(self, stage: str, key: str, table: pa.Table) -> str:
         folder = self.path(stage)
-        self.fs.create_dir(folder, recursive=True)
+        self.makedirs(folder)
         target = f"{folder}/{key}.parquet"
         if not self.local:
             pq.write_table(table, target, filesystem=self.fs)
@@ -101,7 +108,7 @@ class RunStore:
 
     def clear(self, stage: str) -> None:
         """Empty one folder of the run (a listing or the documents table is per run)."""
-        self.fs.create_dir(self.path(stage), recursive=True)
+        self.makedirs(self.path(stage))
         self.fs.delete_dir_contents(self.path(stage), missing_dir_ok=True)
 
     def write_bytes(self, name: str, data: bytes) -> str:

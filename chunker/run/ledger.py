@@ -27,7 +27,7 @@ class Ledger:
         self.fs = self.runstore.fs
         self.folder = self.runstore.ledger_folder(cfg_hash)
         self.target = target
-        self.fs.create_dir(self.folder, recursive=True)
+        self.runstore.makedirs(self.folder)  # no marker objects on object storage
 
     def _path(self, doc_id: str) -> str:
         return f"{self.folder}/{doc_id}.json"
