@@ -49,5 +49,8 @@ def ray_init_options(cfg: Config) -> dict[str, Any]:
     # Logical CPUs, not cores: every stage's actors start at once (the embedder loads while pages convert);
     # the stages share the real cores anyway, and too few logical CPUs leave actors pending or deadlocked.
     cpus = cfg.ray.local_num_cpus or max(8, 4 * (os.cpu_count() or 1))
-    return {"num_cpus": cpus, "include_dashboard": False, "log_to_driver": True,
+    # "local": a runtime of our own. Without an address ray.init joins any `ray start` cluster running on this
+    # machine (and then refuses num_cpus); the job's AWS_* and other variables reach the workers of a runtime it
+    # starts itself, because they inherit its environment.
+    return {"address": "local", "num_cpus": cpus, "include_dashboard": False, "log_to_driver": True,
             "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}}
