@@ -115,6 +115,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     t0 = time.perf_counter()
     out_uri = output or cfg.output.dir
     runstore = RunStore(out_uri)
+    runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing
     h = config_hash(cfg)
     target = store_target(cfg.milvus.uri, cfg.milvus.collection)
     if direct_manifest(input_path) and kind(input_path) != "file":

@@ -249,3 +249,17 @@ def test_bulk_writer_parquet_files_land_in_the_bulk_bucket(s3, tmp_path, monkeyp
     assert sorted(table.column("chunk_id").to_pylist()) == sorted(c.chunk_id for c in chunks)
     row = table.filter(pa.compute.equal(table.column("chunk_id"), "d1-c3")).to_pylist()[0]
     assert row["text"] == "text 3 \u00e9" and np.allclose(row["dense"], vectors[3])
+
+
+def test_an_output_bucket_that_is_not_there_is_one_line_before_any_work(s3, capsys, tmp_path):
+    from jobs.ingest import main
+
+    server, bucket = s3
+    _put(server.client(), bucket, "corpus/a.pdf", b"%PDF-1.4")
+    config = str(Path(__file__).resolve().parents[1] / "configs" / "local.yaml")
+    rc = main(["--config", config, "--set", f"milvus.uri={tmp_path / 'm.db'}", "--input", f"s3://{bucket}/corpus/",
+               "--output", "s3://no-such-bucket/runs/r1"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 3 and len(err) == 1, err
+    assert err[0].startswith("error: output 's3://no-such-bucket/runs/r1' cannot be used") and "NO_SUCH_BUCKET" in err[0]
+    assert not (tmp_path / "m.db").exists()  # stopped before Ray or Milvus started

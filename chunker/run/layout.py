@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from chunker.errors import SetupError
 from chunker.intake import sources
 
 BATCHES = "batches"
@@ -53,6 +54,10 @@ def listing_part(index: int) -> str:
     return f"part-{index:05d}.jsonl"
 
 
+class OutputError(SetupError):
+    """The run folder cannot be used at all (a missing bucket, a store that refuses the credentials)."""
+
+
 class RunStore:
     """Reads and writes the parts of one run folder."""
 
@@ -67,6 +72,21 @@ class RunStore:
         object per level (and check the bucket) before every part."""
         if self.local:
             self.fs.create_dir(folder, recursive=True)
+
+    def check(self) -> None:
+        """Raise :class:`OutputError` (one line) when the run's bucket is missing or unreachable: the driver asks
+        before any work, since no marker object is written that would fail earlier on object storage."""
+        if self.local:
+            return  # the folder was made in __init__
+        try:
+            # One List request on the run's own prefix (a HeadBucket would need rights on the whole bucket). Not
+            # allowing "not found" is what makes a missing bucket raise; a missing prefix is a first run.
+            self.fs.get_file_info(pafs.FileSelector(self.root))
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise OutputError(f"output {self.uri!r} cannot be used (a missing bucket, wrong keys or "
+                              f"AWS_ENDPOINT_URL?): {exc}") from None
 
     def path(self, *parts: str) -> str:
         return "/".join([self.root.rstrip("/"), *parts])
