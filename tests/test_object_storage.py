@@ -217,10 +217,15 @@ class LiteAsServer:
 
 
 def test_bulk_writer_parquet_files_land_in_the_bulk_bucket(s3, tmp_path, monkeypatch):
+    import tempfile
+
     from chunker.index.bulk import PymilvusBulkOps
     from chunker.index.store import ChunkStore, chunk_row
 
     server, bucket = s3
+    staging = tmp_path / "tmp"
+    staging.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(staging))  # where the writer stages its files before upload
     # The bulk bucket has its own keys and endpoint; the corpus' AWS_* settings point elsewhere on purpose.
     monkeypatch.setenv("MILVUS_BULK_ACCESS_KEY", "chunker-test-key")
     monkeypatch.setenv("MILVUS_BULK_SECRET_KEY", "chunker-test-secret")
@@ -237,6 +242,7 @@ def test_bulk_writer_parquet_files_land_in_the_bulk_bucket(s3, tmp_path, monkeyp
         fields = {f.name for f in ops.schema.fields if not f.is_function_output}
         files = ops.write_files([chunk_row(c, v) for c, v in zip(chunks, vectors)])
 
+    assert not list(staging.iterdir()), "the staging folder is removed once the files are uploaded"
     keys = _keys(server.client(), bucket)
     flat = [f for group in files for f in group]
     assert flat and all(f.startswith("bulk/load1/") and f.endswith(".parquet") for f in flat)

@@ -248,11 +248,13 @@ class PymilvusBulkOps:
         return LocalBulkWriter(self.schema, local_path=self.bulk_uri, file_type=BulkFileType.PARQUET)
 
     def write_files(self, rows: list[dict[str, Any]]) -> list[list[str]]:
-        writer = self._writer()
-        for row in rows:
-            writer.append_row(row)
-        writer.commit()
-        return [list(files) for files in writer.batch_files]
+        # As a context manager the remote writer removes its staging folder once the files are uploaded (one
+        # folder per import job would otherwise stay behind in the temp dir).
+        with self._writer() as writer:
+            for row in rows:
+                writer.append_row(row)
+            writer.commit()
+            return [list(files) for files in writer.batch_files]
 
     def start_import(self, files: list[list[str]]) -> str:
         from pymilvus.bulk_writer import bulk_import
