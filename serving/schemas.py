@@ -7,15 +7,44 @@ could smuggle a Milvus expression, belongs to :class:`chunker.index.filters.Quer
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, StrictStr, model_validator
 
 from chunker.index.filters import QueryFilters
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _unpaired_surrogate(value: Any, where: str) -> str | None:
+    """Where in a JSON body a string holds an unpaired UTF-16 surrogate: valid JSON (a lone ``\\ud800`` escape),
+    but not text; it would fail deep inside the tokenizer or the store instead of here."""
+    if isinstance(value, str):
+        return where if _SURROGATE.search(value) else None
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return None
+    for key, item in items:
+        found = _unpaired_surrogate(item, f"{where}.{key}")
+        if found:
+            return found
+    return None
 
 
 class QueryRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _text_only(cls, data: Any) -> Any:
+        where = _unpaired_surrogate(data, "body")
+        if where:
+            raise ValueError(f"{where} holds an unpaired UTF-16 surrogate escape (e.g. \\ud800): not valid text")
+        return data
 
     query: StrictStr = Field(..., description="The question; not empty, at most serve.max_query_chars characters.")
     k: StrictInt = Field(5, ge=1, le=50, description="Hits to return.")

@@ -190,6 +190,21 @@ def test_bad_requests_are_4xx_with_a_message(http: Any, body: Any) -> None:
     assert len(r.text) < 5_000  # the offending 10k-char value is not echoed back
 
 
+@pytest.mark.parametrize("raw", [b'{"query": "\\ud800 loan"}', b'{"query": "loan \\udfff"}',
+                                 b'{"query": "pump", "filters": {"source_prefix": "\\ud83d"}}'])
+def test_a_lone_surrogate_escape_is_a_422_not_a_500(http: Any, raw: bytes) -> None:
+    # Valid JSON, not valid text: refused at the door with the field named, never a 500 from deep inside.
+    r = http.post("/v1/query", content=raw, headers={"content-type": "application/json"})
+    assert r.status_code == 422, (r.status_code, r.text)
+    assert "surrogate" in r.json()["message"]
+
+
+def test_an_astral_character_is_fine(http: Any) -> None:
+    r = http.post("/v1/query", content='{"query": "pump \\ud835\\udc00 😀"}'.encode(),
+                  headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
+
+
 def test_malformed_json_is_422(http: Any) -> None:
     r = http.post("/v1/query", content=b'{"query": "pump",', headers={"content-type": "application/json"})
     assert r.status_code == 422
