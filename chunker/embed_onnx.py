@@ -20,7 +20,7 @@ import logging
 import os
 import tempfile
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -129,6 +129,16 @@ def _publish(tmp: Path, final: Path) -> None:
     os.replace(side_tmp, final.with_name(final.name + ".sha256"))
 
 
+def _build(final: Path, write: Callable[[Path], None]) -> None:
+    """``write`` fills a temporary file beside ``final``, which is then published; a failure leaves no trace."""
+    tmp = _tmp_path(final)
+    try:
+        write(tmp)
+        _publish(tmp, final)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
 @contextlib.contextmanager
 def _exclusive(lock_file: Path) -> Iterator[None]:
     import fcntl
@@ -211,31 +221,21 @@ def ensure_onnx(model_dir: Path, cache_root: Path, variant: str, model_name: str
     if is_valid(target):
         return target
     require_packages(variant, model_name, "onnx", "onnxruntime")  # the exporter and the quantiser need onnx
-    folder.mkdir(parents=True, exist_ok=True)
-    with _exclusive(folder / ".lock"):
-        if is_valid(target):  # another process built it while we waited
-            return target
-        try:
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with _exclusive(folder / ".lock"):
+            if is_valid(target):  # another process built it while we waited
+                return target
             if not is_valid(fp32):
                 log.info("exporting embedding model %s to ONNX in %s (once per model)", model_name, folder)
-                tmp = _tmp_path(fp32)
-                try:
-                    _export_fp32(model_dir, tmp)
-                    _publish(tmp, fp32)
-                finally:
-                    tmp.unlink(missing_ok=True)
+                _build(fp32, lambda tmp: _export_fp32(model_dir, tmp))
             if target != fp32:
                 log.info("quantising embedding model %s to int8", model_name)
-                tmp = _tmp_path(target)
-                try:
-                    _quantize_int8(fp32, tmp)
-                    _publish(tmp, target)
-                finally:
-                    tmp.unlink(missing_ok=True)
-        except Exception as exc:  # noqa: BLE001 - any exporter failure becomes one clear line
-            raise OnnxExportError(
-                f"embedding model {model_name}: ONNX export ({variant}) failed: {type(exc).__name__}: {exc}"
-            ) from exc
+                _build(target, lambda tmp: _quantize_int8(fp32, tmp))
+    except Exception as exc:  # noqa: BLE001 - any exporter or cache failure becomes one clear line
+        raise OnnxExportError(
+            f"embedding model {model_name}: ONNX export ({variant}) into {folder} failed: {type(exc).__name__}: {exc}"
+        ) from exc
     return target
 
 

@@ -24,11 +24,11 @@ from chunker.embed import Embedder, resolve_model_path
 
 TEXTS = [
     "How do I reset the administrator password?",
-    "CloudWay object storage keeps three copies of every object across availability zones; the archive tier moves "
-    "objects that were not read for ninety days to cold storage and bills retrieval per gigabyte.",
+    ("CloudWay object storage keeps three copies of every object across availability zones; the archive tier moves "
+     "objects that were not read for ninety days to cold storage and bills retrieval per gigabyte."),
     "Table 3: monthly price per virtual CPU by region and commitment term.",
-    "To rotate an API key, open the console, choose Security, then Keys, and press Rotate; the old key keeps working "
-    "for twenty-four hours so running clients can switch over without downtime.",
+    ("To rotate an API key, open the console, choose Security, then Keys, and press Rotate; the old key keeps working "
+     "for twenty-four hours so running clients can switch over without downtime."),
     "Does the free tier include outbound traffic?",
 ]
 
@@ -182,3 +182,10 @@ def test_bad_backend_fails_validation_naming_the_field() -> None:
     with pytest.raises(ConfigError, match=r"embed\.backend=onnx-int8 runs on the CPU"):
         load_config(None, ["embed.backend=onnx-int8", "embed.device=cuda"])
     assert load_config(None, ["embed.device=cuda"]).embed.backend == "auto"
+
+
+def test_unusable_cache_folder_is_one_clear_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    with pytest.raises(BackendUnavailable, match=r"all-MiniLM-L6-v2: ONNX export \(onnx-int8\) into .*not-a-folder"):
+        Embedder(EmbedConfig(backend="onnx-int8", onnx_cache_dir=str(blocker / "cache")))
