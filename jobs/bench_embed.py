@@ -68,8 +68,9 @@ def make_passages(cfg: EmbedConfig, n: int = 600, tokens: int = 120, source: Pat
 
 
 def bench_embed(cfg: EmbedConfig, backends: list[str], passages: list[str], repeats: int = 3,
-                query_runs: int = 50) -> dict[str, Any]:
-    """Per backend: load seconds, passages/s (every run and the best), query ms (median, p90), cosine to torch."""
+                query_runs: int = 50, progress: bool = False) -> dict[str, Any]:
+    """Per backend: load seconds, passages/s (every run and the best), query ms (median, p90), cosine to torch.
+    ``progress`` prints each backend's figures to stderr as soon as they are measured."""
     from chunker.embed import Embedder
 
     out: dict[str, Any] = {"passages": len(passages), "threads": cfg.num_threads or os.cpu_count(), "backends": {}}
@@ -101,6 +102,8 @@ def bench_embed(cfg: EmbedConfig, backends: list[str], passages: list[str], repe
         except Exception as exc:  # noqa: BLE001 - one failing backend is reported, the others still run
             row["error"] = f"{type(exc).__name__}: {exc}"
         out["backends"][name] = row
+        if progress:
+            print(f"{name}: {json.dumps(row)}", file=sys.stderr, flush=True)
     if "torch" in vectors:
         for name, vecs in vectors.items():
             cos = (vecs * vectors["torch"]).sum(axis=1)
@@ -131,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--passages", type=int, default=600)
     p.add_argument("--tokens", type=int, default=120, help="tokens per passage, about")
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--query-runs", type=int, default=50, help="timed single-query calls per backend")
     p.add_argument("--json", default=None, metavar="FILE", help="also write the figures as JSON")
     args = p.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -146,7 +150,8 @@ def main(argv: list[str] | None = None) -> int:
 
     tok = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model))
     mean_tokens = float(np.mean([len(ids) for ids in tok(passages)["input_ids"]]))
-    result = bench_embed(cfg, [b.strip() for b in args.backends.split(",") if b.strip()], passages, args.repeats)
+    result = bench_embed(cfg, [b.strip() for b in args.backends.split(",") if b.strip()], passages, args.repeats,
+                         args.query_runs, progress=True)
     result["mean_tokens"] = round(mean_tokens, 1)
     print(render(result, mean_tokens))
     if args.json:

@@ -189,3 +189,14 @@ def test_unusable_cache_folder_is_one_clear_error(tmp_path: Path) -> None:
     blocker.write_text("")
     with pytest.raises(BackendUnavailable, match=r"all-MiniLM-L6-v2: ONNX export \(onnx-int8\) into .*not-a-folder"):
         Embedder(EmbedConfig(backend="onnx-int8", onnx_cache_dir=str(blocker / "cache")))
+
+
+def test_micro_benchmark_reports_each_backend(onnx_cache: Path, int8_embedder: Embedder) -> None:
+    from jobs.bench_embed import bench_embed, render
+
+    cfg = EmbedConfig(onnx_cache_dir=str(onnx_cache))
+    result = bench_embed(cfg, ["onnx-int8", "no-such-backend"], TEXTS, repeats=1, query_runs=2)
+    row = result["backends"]["onnx-int8"]
+    assert row["ran"] == "onnx-int8" and row["passages_per_s"] > 0 and row["query_ms_median"] > 0
+    assert "error" in result["backends"]["no-such-backend"]  # one failing backend never hides the others
+    assert "| onnx-int8 |" in render(result)
