@@ -36,6 +36,7 @@ OPSET = 17
 VARIANT_FILES = {"onnx": "model.onnx", "onnx-int8": "model.int8.onnx"}
 _SUPPORTED_MODULES = {"Transformer", "Pooling", "Normalize"}
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+SOLO_UP_TO = 16  # int8 calls with at most this many texts run them one by one (see OnnxEncoder)
 
 
 class OnnxExportError(BackendUnavailable):
@@ -252,6 +253,10 @@ class OnnxEncoder:
         self.pooling = pooling
         self.dim = self.pooling.dim
         self.batch_size = batch_size
+        # int8 activations are quantised with one scale per batch, so a text's vector moves with its neighbours (cos
+        # ~0.993 between a query alone and beside a long passage). Query-sized calls (serving groups a few questions)
+        # run each text alone, so a question always gets the same vector; passages keep their batches for speed.
+        self.solo_up_to = SOLO_UP_TO if variant == "onnx-int8" else 0
         st_conf = model_dir / "sentence_bert_config.json"
         self.lower = bool(st_conf.is_file() and json.loads(st_conf.read_text()).get("do_lower_case"))
         positions = json.loads((model_dir / "config.json").read_text()).get("max_position_embeddings") or max_seq_length
@@ -281,8 +286,9 @@ class OnnxEncoder:
             return_token_type_ids=False,
         )["input_ids"]
         order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        step = 1 if len(texts) <= self.solo_up_to else self.batch_size
+        for start in range(0, len(order), step):
+            rows = order[start : start + step]
             width = max(len(ids[i]) for i in rows)
             input_ids = np.full((len(rows), width), self.pad_id, dtype=np.int64)
             mask = np.zeros((len(rows), width), dtype=np.int64)

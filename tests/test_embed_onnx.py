@@ -200,3 +200,9 @@ def test_micro_benchmark_reports_each_backend(onnx_cache: Path, int8_embedder: E
     assert row["ran"] == "onnx-int8" and row["passages_per_s"] > 0 and row["query_ms_median"] > 0
     assert "error" in result["backends"]["no-such-backend"]  # one failing backend never hides the others
     assert "| onnx-int8 |" in render(result)
+
+
+def test_int8_query_vector_does_not_depend_on_its_neighbours(int8_embedder: Embedder) -> None:
+    alone = int8_embedder.encode([TEXTS[0]])[0]
+    beside = int8_embedder.encode([TEXTS[0], TEXTS[1] * 4, TEXTS[2]])[0]
+    np.testing.assert_allclose(beside, alone, atol=1e-6)
