@@ -133,9 +133,26 @@ class EmbedConfig(_Section):
     device: str = Field("cpu", description="torch device for the embedder.")
     max_seq_length: int = Field(256, ge=16, description="Token cap per passage.")
     num_threads: int = Field(
-        0, ge=0, description="torch CPU threads for embedding on the CPU; 0 = every core of the node (Ray pins an "
-        "actor with a fractional CPU to one thread otherwise)."
+        0, ge=0, description="CPU threads for embedding on the CPU (torch threads, or onnxruntime intra-op threads); "
+        "0 = every core of the node (Ray pins an actor with a fractional CPU to one thread otherwise)."
     )
+    backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
+        "auto", description="What runs the model: torch (sentence-transformers, any device); onnx (onnxruntime, fp32, "
+        "CPU only); onnx-int8 (onnxruntime, dynamically quantised weights, CPU only); auto = onnx-int8 when device is "
+        "cpu, torch otherwise, falling back to torch with a logged line when onnx/onnxruntime or the export fail."
+    )
+    onnx_cache_dir: str = Field(
+        "~/.cache/vision-chunker/onnx", description="Where the ONNX exports of embedding models are kept, one folder "
+        "per model content hash; exported once, written atomically, rebuilt when damaged. Put it on storage every "
+        "node can see to export once per cluster."
+    )
+
+    @model_validator(mode="after")
+    def _onnx_runs_on_cpu(self) -> "EmbedConfig":
+        if self.backend in ("onnx", "onnx-int8") and self.device != "cpu":
+            raise ValueError(f"embed.backend={self.backend} runs on the CPU only; set embed.device=cpu or "
+                             "embed.backend=torch (or auto)")
+        return self
 
 
 # Dense index types offered, and the ones Milvus Lite accepts but cannot build (FACTS: Lite 3.2 on faiss).

