@@ -12,6 +12,9 @@ import asyncio
 import importlib.metadata
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +57,36 @@ def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+class ExitCheck:
+    """``engine_exit_check.py`` running in its own interpreter; output goes to files (vLLM logs a lot)."""
+
+    def __init__(self, model_dir: Path, folder: Path) -> None:
+        self.out, self.err = folder / "stdout.txt", folder / "stderr.txt"
+        env = dict(os.environ, HF_HUB_OFFLINE="1",
+                   PYTHONPATH=os.pathsep.join([str(HERE.parents[1]), str(HERE.parent), str(HERE)]))
+        with self.out.open("w") as out, self.err.open("w") as err:
+            self.proc = subprocess.Popen([sys.executable, str(HERE / "engine_exit_check.py"), str(model_dir)],
+                                         env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+
+    def result(self, timeout: float) -> tuple[int, str, str]:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise
+        return rc, self.out.read_text(), self.err.read_text()
+
+
+@pytest.fixture(scope="session")
+def exit_check(tiny_vlm: Path, tmp_path_factory: pytest.TempPathFactory):
+    check = ExitCheck(tiny_vlm, tmp_path_factory.mktemp("exit-check"))
+    yield check
+    if check.proc.poll() is None:  # the test was deselected or failed early: do not leave an engine behind
+        check.proc.kill()
+        check.proc.wait()
+
+
 @pytest.fixture(scope="session")
 def engine_loop():
     loop = asyncio.new_event_loop()
@@ -63,8 +96,11 @@ def engine_loop():
 
 
 @pytest.fixture(scope="session")
-def vllm_backend(tiny_vlm: Path, engine_loop: asyncio.AbstractEventLoop):
-    """One real engine for the session (the slow part of this tier)."""
+def vllm_backend(tiny_vlm: Path, engine_loop: asyncio.AbstractEventLoop, request: pytest.FixtureRequest):
+    """One real engine for the session (the slow part of this tier). When the exit check is part of the run, its
+    interpreter is started first, so both engines start up at the same time."""
+    if any(item.name.startswith("test_a_process_that_never_closes") for item in request.session.items):
+        request.getfixturevalue("exit_check")
     from chunker.backends.vllm_backend import VllmBackend
 
     async def start() -> VllmBackend:

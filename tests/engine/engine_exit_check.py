@@ -1,4 +1,4 @@
-"""Run in a fresh interpreter by test_engine_exit.py: start the real engine, serve a request, keep a failed
+"""Run in a fresh interpreter for test_vllm_exit.py: start the real engine, serve a request, keep a failed
 request's exception alive (its traceback pins frames that saw the engine), then end the process without closing
 the backend, as an actor does when Ray ends it. The engine must be shut down by the backend's exit hook, with
 nothing on stderr that looks like a traceback.
