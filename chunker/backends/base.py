@@ -37,6 +37,7 @@ class GenerationResult:
     output_tokens: int = 0
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     model: str = ""
+    finish_detail: str = ""  # the backend's own reason when it differs, e.g. vLLM's "repetition" (-> "length")
 
 
 class ModelBackend(Protocol):

