@@ -9,9 +9,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 def test_a_sample_pdf_converts_and_every_noisy_page_falls_back_visibly(vllm_backend, run, tiny_vlm, tmp_path):
     from chunker.config import config_hash, load_config
-    from chunker.intake.files import InputFile, inspect, plan_segments
-    from chunker.run.segment import convert_segment, make_converter, plan_segment
+    from chunker.convert.factory import make_converter
     from chunker.eval.samples import SAMPLE_FACTS, generate_samples
+    from chunker.run.local import process_document_async
 
     generate_samples(tmp_path / "samples")
     pdf = tmp_path / "samples" / SAMPLE_FACTS.manual.file
@@ -20,15 +20,12 @@ def test_a_sample_pdf_converts_and_every_noisy_page_falls_back_visibly(vllm_back
         "converter.model.dtype=float32", "converter.model.max_output_tokens=48", "render.max_side_px=448",
         "converter.retry_temperatures=[0.1]",  # one attempt per batch, then one per page: 5 requests a batch
     ])
-    h = config_hash(cfg)
-    converter = make_converter(cfg, h, backend=vllm_backend)  # the session's engine, not a second one
-    doc = inspect(InputFile(path=str(pdf), source=pdf.name), cfg.intake)
-    assert doc.status == "ok" and doc.num_pages == SAMPLE_FACTS.manual.num_pages == 8
-    [job] = plan_segments(doc, cfg.intake)
+    converter = make_converter(cfg, config_hash(cfg), backend=vllm_backend)  # the session's engine, not a second one
+    # The same lifecycle the Ray stages run (chunker.run): intake, convert, plan, the verdict.
+    result = run(process_document_async(pdf, cfg, converter=converter), timeout=600)
+    batches = result.batches
 
-    batches = run(convert_segment(converter, job, cfg), timeout=600)
-    result = plan_segment(job, batches, cfg, h)
-
+    assert result.document.num_pages == SAMPLE_FACTS.manual.num_pages == 8
     assert [(b.page_start, b.page_end) for b in batches] == [(1, 4), (5, 8)]
     for b in batches:
         # The engine really answered (image-expanded prompts, tokens paid), the noise was refused, and the
@@ -36,8 +33,9 @@ def test_a_sample_pdf_converts_and_every_noisy_page_falls_back_visibly(vllm_back
         assert b.model == "tiny-qwen2.5-vl" and b.input_tokens > 4 * 200 and b.output_tokens > 0
         assert b.attempts == 5 and b.fallback and b.fallback_pages == list(range(b.page_start, b.page_end + 1))
         assert "text-layer fallback used" in b.error
-        assert b.finish_reason == "fallback"
-    assert result.status == "partial" and "fell back" in result.error
+        assert b.finish_reason == "fallback" and not b.lost_pages
+    assert result.document.status == "partial"
+    assert [p.code for p in result.document.problems] == ["fallback_share"]
     assert result.chunks, "the fallback text is still planned into chunks"
     pages = {p for c in result.chunks for p in range(c.page_start, c.page_end + 1)}
     assert pages == set(range(1, 9)), "nothing lost"
