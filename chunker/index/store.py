@@ -320,8 +320,8 @@ class ChunkStore:
         ``chunk_ids`` is None). One expression per group of documents (``DELETE_TERMS`` values at most, a bigger
         document alone), no count queries: the writer's cost per document is a share of one call.
 
-        Grouping is exact: chunk IDs start with their doc_id, so "not in the union of the group's kept IDs" equals
-        the per-document test; and a version that is another document of the same group is kept, which is right
+        Grouping is exact: a chunk ID hashes its doc_id in (chunker.plan.deterministic.chunk_id), so "not in the
+        union of the group's kept IDs" equals the per-document test; and a version that is another document of the same group is kept, which is right
         (identical bytes at two URIs are one document).
         """
         deleted = 0
