@@ -188,7 +188,10 @@ class RetrievalConfig(_Section):
 class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
     local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 4x the cores, at least 8).")
-    stage_num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per CPU stage task/actor (fractional on laptops).")
+    stage_num_cpus: float = Field(
+        0.5, gt=0, description="CPUs reserved per planning and embedding actor (fractional on laptops); the listing "
+        "and intake tasks take 1 CPU each (Ray's default, which lets the repartition after intake fuse into its task)."
+    )
     convert_actors: int = Field(2, ge=1, description="Conversion actors.")
     convert_num_gpus: float = Field(0.0, ge=0, description="GPUs per conversion actor.")
     convert_num_cpus: float | None = Field(
@@ -217,8 +220,14 @@ class RayConfig(_Section):
     )
     actor_max_restarts: int = Field(-1, ge=-1, description="Restarts of a dead stage actor (-1: always).")
     actor_max_task_retries: int = Field(
-        3, ge=-1, description="Retries of a batch whose actor died (-1: forever; a file that kills its worker every "
-        "time would then loop)."
+        -1, ge=-1, description="Retries of a batch whose actor died or became unreachable (-1: until it runs, Ray "
+        "Data's default). Retries are spent while a lost node is still being detected (~20 s), so a small bound ends "
+        "the whole run when a node goes; a segment that kills its worker every time is stopped by "
+        "segment_max_attempts instead."
+    )
+    segment_max_attempts: int = Field(
+        4, ge=1, description="Times a segment's conversion may start (its worker died each time before it finished) "
+        "before the segment fails alone with reason 'quarantined' instead of being retried again."
     )
     status_interval_s: float = Field(30.0, gt=0, description="Seconds between the driver's progress lines.")
 

@@ -21,7 +21,7 @@ from typing import Any
 from chunker.config import Config, config_hash, runtime_settings
 from chunker.errors import SetupError, find_setup_error
 from chunker.intake.inputs import InputError
-from chunker.run.layout import SUMMARY, RunStore
+from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
 from chunker.run.rows import SegmentRow
 from chunker.run.writer import Writer
@@ -89,7 +89,8 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
 
     r = cfg.ray
     cpu = r.stage_num_cpus
-    # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again.
+    # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again, also when its
+    # node is gone (chunker.run.attempts stops a segment that kills its worker every time).
     restart = {"max_restarts": r.actor_max_restarts, "max_task_retries": r.actor_max_task_retries}
     ds = files if isinstance(files, ray.data.Dataset) else ray.data.from_items(files)
     ds = ds.repartition(target_num_rows_per_block=r.intake_block_rows)
@@ -158,6 +159,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
     listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
+    runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     init_ray(cfg)
     dim = Embedder.dimension(cfg.embed)
     store = ChunkStore(cfg.milvus, dim)

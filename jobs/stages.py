@@ -24,6 +24,7 @@ from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
+from chunker.run.attempts import start_attempt
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
@@ -113,6 +114,10 @@ class ConvertStage:
         job = row.job
         assert job is not None
         t0 = time.perf_counter()
+        quarantined = await asyncio.to_thread(start_attempt, self.store, job, self.cfg.ray.segment_max_attempts)
+        if quarantined is not None:
+            row.fail(quarantined)
+            return
         uri = row.pdf_uri or job.source_uri
         # The original at the version intake saw; a normalised copy is named by its doc_id, so it never changes.
         version = row.source_version if uri == job.source_uri else ""

@@ -115,3 +115,37 @@ def test_source_uri_is_absolute(tmp_path: Path, samples_dir: Path, monkeypatch: 
     assert rec.source_uri == str(tmp_path / "w.pdf")
     assert sources.absolute_uri("s3://b/k.pdf") == "s3://b/k.pdf"
     assert sources.absolute_uri(f"file://{tmp_path}/w.pdf") == str(tmp_path / "w.pdf")
+
+
+def test_a_long_object_store_document_is_fetched_once_by_intake_and_all_its_segments(
+        tmp_path: Path, samples_dir: Path, monkeypatch: pytest.MonkeyPatch):
+    """Intake and every segment's conversion on one node share one download (a 32-segment PDF was fetched 33
+    times); a re-run of the finished document fetches nothing. The object store is the only fake: a local folder
+    served under s3:// through sources.fetch / version_of, the two calls that reach it."""
+    import asyncio
+
+    from chunker.config import load_config
+    from chunker.run.rows import SegmentRow
+    from jobs.stages import ConvertStage, intake_rows
+
+    calls: list[str] = []
+    real_fetch = sources.fetch
+    monkeypatch.setattr(sources, "fetch", lambda uri, dest: calls.append(uri) or real_fetch(
+        str(samples_dir / uri.rsplit("/", 1)[1]), dest))
+    monkeypatch.setattr(sources, "version_of", lambda uri: "1234:5678")
+    cfg = load_config(None, ["intake.segment_pages=2", "intake.segment_overlap_pages=1"])
+    out = str(tmp_path / "run")
+    uri = "s3://bucket/field-service-manual.pdf"
+    rows = [SegmentRow.decode(r) for r in intake_rows({"path": uri, "source": "m.pdf"}, cfg, out, "h", "t#c",
+                                                      force=False)]
+    assert len(rows) >= 3 and calls == [uri]
+    stage = ConvertStage(cfg, "h", out)
+    for row in rows:
+        asyncio.run(stage._one(row))
+        assert row.batches and not (row.facts and row.facts.failed)
+    assert calls == [uri], "one download for intake and every segment"
+    Ledger(out, "h", "t#c").mark_done(rows[0].doc.doc_id, source_uri=uri, source_version="1234:5678", status="ok")
+    again = [SegmentRow.decode(r) for r in intake_rows({"path": uri, "source": "m.pdf"}, cfg, out, "h", "t#c",
+                                                       force=False)]
+    assert [r.doc.status for r in again] == [Status.SKIPPED] and calls == [uri], "resume fetches nothing"
+    assert remove(run_folder(out)) and not run_folder(out).exists()

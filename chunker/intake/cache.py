@@ -42,10 +42,10 @@ def remove(folder: str | Path) -> bool:
 
 
 class FetchCache:
-    def __init__(self, folder: str | Path, max_bytes: int, fetch: Fetch = sources.fetch) -> None:
+    def __init__(self, folder: str | Path, max_bytes: int, fetch: Fetch | None = None) -> None:
         self.folder = Path(folder)
         self.max_bytes = int(max_bytes)
-        self._fetch = fetch
+        self._fetch = fetch or (lambda uri, dest: sources.fetch(uri, dest))
         self.folder.mkdir(parents=True, exist_ok=True)
         self.fetches = 0  # downloads made through this object (for tests and logs)
 

@@ -129,7 +129,8 @@ def fit_stages(cfg: Config, nodes: list[dict[str, float]]) -> Fit:
         scaled = _scaled(demands, f)
         if all(d.cpus >= MIN_ACTOR_CPUS for d in scaled if d.actor and d.count) and _pack(scaled, nodes) is None:
             r = cfg.ray
-            ray = r.model_copy(update={"stage_num_cpus": max(MIN_ACTOR_CPUS, math.floor(r.stage_num_cpus * f * 100) / 100),
+            stage = max(MIN_ACTOR_CPUS, math.floor(r.stage_num_cpus * f * 100) / 100)
+            ray = r.model_copy(update={"stage_num_cpus": stage,
                                        "convert_num_cpus": math.floor(r.convert_cpus() * f * 100) / 100})
             note = (f"ray: the stages reserve {_num(actor_cpus)} CPU for actors plus {_num(TASK_CPUS)} per intake task "
                     f"but the cluster has {have}: actor CPU reservations scaled by {f:.2f} to "
