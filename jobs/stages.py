@@ -24,7 +24,7 @@ from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
-from chunker.run.attempts import start_attempt
+from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_start
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
@@ -103,6 +103,7 @@ class ConvertStage:
         self.store = RunStore(out_uri)
         self.timeout_s = cfg.ray.document_timeout_s
         self.cache = fetch_cache(cfg, out_uri)
+        self.gate = SoloGate()
 
     async def __call__(self, batch: Batch) -> Batch:
         # One segment per call in the pipeline (one per block, see jobs.ingest); several still work.
@@ -111,13 +112,23 @@ class ConvertStage:
         return batch_of(rows)
 
     async def _one(self, row: SegmentRow) -> None:
+        """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined
+        (see chunker.run.attempts), and one that has lost its worker twice runs alone in this actor."""
+        job = row.job
+        assert job is not None
+        prior = await asyncio.to_thread(prior_starts, self.store, job)
+        problem = quarantine(prior, self.cfg.ray.segment_max_attempts)
+        if problem is not None:
+            row.fail(problem)
+            return
+        async with self.gate.enter(solo=prior >= SOLO_AFTER):
+            await asyncio.to_thread(record_start, self.store, job)
+            await self._convert(row)
+
+    async def _convert(self, row: SegmentRow) -> None:
         job = row.job
         assert job is not None
         t0 = time.perf_counter()
-        quarantined = await asyncio.to_thread(start_attempt, self.store, job, self.cfg.ray.segment_max_attempts)
-        if quarantined is not None:
-            row.fail(quarantined)
-            return
         uri = row.pdf_uri or job.source_uri
         # The original at the version intake saw; a normalised copy is named by its doc_id, so it never changes.
         version = row.source_version if uri == job.source_uri else ""
