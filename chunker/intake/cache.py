@@ -46,7 +46,6 @@ class FetchCache:
         self.folder = Path(folder)
         self.max_bytes = int(max_bytes)
         self._fetch = fetch or (lambda uri, dest: sources.fetch(uri, dest))
-        self.folder.mkdir(parents=True, exist_ok=True)
         self.fetches = 0  # downloads made through this object (for tests and logs)
 
     def _key(self, uri: str, version: str) -> str:
@@ -57,6 +56,7 @@ class FetchCache:
         """``(local path, content hash, size)`` of ``uri``, fetched unless this node has it; the file stays in place
         until the context ends. Fetch errors propagate (the caller decides what they mean for the document)."""
         key = self._key(uri, version)
+        self.folder.mkdir(parents=True, exist_ok=True)  # only on a node that fetches something
         data, meta = self.folder / f"{key}.bin", self.folder / f"{key}.sha"
         fd = os.open(self.folder / f"{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
         try:
