@@ -46,6 +46,10 @@ class IntakeConfig(_Section):
         2, ge=0, description="Pages before a segment converted only to prime its context (their output is dropped)."
     )
     max_pages: int = Field(100_000, ge=1, description="Documents with more pages than this fail at intake.")
+    fetch_cache_gb: float = Field(
+        20.0, ge=0, description="Node-local cache of fetched object-store inputs (GB per node and run, least recently "
+        "used evicted first): each document is downloaded once per node, not once per segment; 0: no cache."
+    )
     password: str | None = Field(None, description="Password tried for encrypted PDFs (none: encrypted files fail).")
 
 
@@ -298,21 +302,67 @@ class RetrievalConfig(_Section):
 class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
     local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 4x the cores, at least 8).")
-    stage_num_cpus: float = Field(0.5, gt=0, description="CPUs reserved per CPU stage task/actor (fractional on laptops).")
+    stage_num_cpus: float = Field(
+        0.5, gt=0, description="CPUs reserved per planning and embedding actor (fractional on laptops); the listing "
+        "and intake tasks take 1 CPU each (Ray's default, which lets the repartition after intake fuse into its task)."
+    )
     convert_actors: int = Field(2, ge=1, description="Conversion actors.")
     convert_num_gpus: float = Field(0.0, ge=0, description="GPUs per conversion actor.")
+    convert_num_cpus: float | None = Field(
+        None, gt=0, description="CPUs reserved per conversion actor (none: stage_num_cpus). Give a GPU actor the cores "
+        "its page rendering and image preprocessing use: Ray sets OMP_NUM_THREADS from it and packs other stages "
+        "onto the CPUs it does not reserve."
+    )
     convert_concurrency: int = Field(8, ge=1, description="Document chains in flight per conversion actor.")
     embed_actors: int = Field(1, ge=1, description="Embedding actors.")
     embed_num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor.")
     document_timeout_s: float | None = Field(
         1800.0, gt=0, description="Longest one document segment may convert; past it that document fails, not the job."
     )
+    no_progress_timeout_s: float | None = Field(
+        None, gt=0, description="Ray Data fails a run in which no block moves for this long (ExecutionTimeoutError). "
+        "None: document_timeout_s + 600 s, at least 1,800 s (Ray's default); disabled when document_timeout_s is none. "
+        "Must exceed document_timeout_s: one segment may legitimately take that long with nothing else moving."
+    )
+    intake_block_rows: int = Field(
+        8, ge=1, description="Input files per intake task (fetched, hashed and checked one after another): smaller "
+        "spreads intake over more CPUs, larger saves task overhead on huge corpora."
+    )
+    fit_to_cluster: bool = Field(
+        True, description="When the stages reserve more CPUs than the cluster has, scale every CPU reservation down "
+        "to fit (logged) instead of failing; GPU demand that does not fit always fails before any actor starts."
+    )
     actor_max_restarts: int = Field(-1, ge=-1, description="Restarts of a dead stage actor (-1: always).")
     actor_max_task_retries: int = Field(
-        3, ge=-1, description="Retries of a batch whose actor died (-1: forever; a file that kills its worker every "
-        "time would then loop)."
+        -1, ge=-1, description="Retries of a batch whose actor died or became unreachable (-1: until it runs, Ray "
+        "Data's default). Retries are spent while a lost node is still being detected (~20 s), so a small bound ends "
+        "the whole run when a node goes; a segment that kills its worker every time is stopped by "
+        "segment_max_attempts instead."
+    )
+    segment_max_attempts: int = Field(
+        4, ge=1, description="Times a segment's conversion may start (its worker died each time before it finished) "
+        "before the segment fails alone with reason 'quarantined' instead of being retried again."
     )
     status_interval_s: float = Field(30.0, gt=0, description="Seconds between the driver's progress lines.")
+
+    @model_validator(mode="after")
+    def _timeouts(self) -> "RayConfig":
+        if self.no_progress_timeout_s is not None and self.document_timeout_s is not None \
+                and self.no_progress_timeout_s <= self.document_timeout_s:
+            raise ValueError(f"no_progress_timeout_s ({self.no_progress_timeout_s:g}) must exceed document_timeout_s "
+                             f"({self.document_timeout_s:g}): one segment may take that long while nothing else moves")
+        return self
+
+    def effective_no_progress_timeout_s(self) -> float:
+        """Ray Data's no-progress timeout for this run (-1: off)."""
+        if self.no_progress_timeout_s is not None:
+            return self.no_progress_timeout_s
+        if self.document_timeout_s is None:
+            return -1.0
+        return max(1800.0, self.document_timeout_s + 600.0)
+
+    def convert_cpus(self) -> float:
+        return self.convert_num_cpus if self.convert_num_cpus is not None else self.stage_num_cpus
 
 
 class OutputConfig(_Section):
@@ -372,6 +422,15 @@ class Config(_Section):
         if v.backend not in known:
             raise ValueError(f"unknown converter backend {v.backend!r}; known: {', '.join(sorted(known))}")
         return v
+
+    @model_validator(mode="after")
+    def _engine_fits_its_gpus(self) -> "Config":
+        # A tensor-parallel engine spans whole GPUs of one actor: a fraction (or fewer GPUs) can never start it.
+        tp, gpus = self.converter.model.tensor_parallel_size, self.ray.convert_num_gpus
+        if tp > 1 and gpus and (gpus < tp or gpus != int(gpus)):
+            raise ValueError(f"ray.convert_num_gpus={gpus} cannot hold converter.model.tensor_parallel_size={tp} "
+                             f"GPUs: give each conversion actor {tp} whole GPUs")
+        return self
 
     @model_validator(mode="after")
     def _llm_planner_has_a_model(self) -> "Config":
@@ -441,14 +500,86 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         raise ConfigError(_format_error(err, origin)) from None
 
 
-# Sections that change what rows are produced; runtime sizing (ray, serve, output) does not.
-_HASHED_SECTIONS = ("intake", "render", "converter", "planner", "embed")
+# Every field is classified here, by dotted path (a section's path covers all its fields): CONTENT fields shape the
+# rows a document produces, so a new value re-converts it; RUNTIME fields only change how fast, where or whether the
+# work runs, so a new value keeps the done ledger (lowering max_num_seqs after an out-of-memory error must not redo
+# the corpus). tests/test_config.py fails on a field in neither set, so a new field is classified when it is added.
+CONTENT_FIELDS = frozenset({
+    "intake.batch_pages", "intake.segment_pages", "intake.segment_overlap_pages",
+    "render",
+    "converter.backend", "converter.mode", "converter.prompt_version", "converter.retry_temperatures",
+    "converter.split_pages_on_failure", "converter.partial_policy", "converter.context_tail_chars",
+    "converter.summary_max_chars", "converter.pdf_text",
+    "converter.model.name", "converter.model.dtype", "converter.model.temperature", "converter.model.max_output_tokens",
+    # weights and KV cache precision, and when generation stops: the same page can read differently
+    "converter.model.quantization", "converter.model.kv_cache_dtype", "converter.model.repetition_penalty",
+    "converter.model.repetition_max_pattern_tokens", "converter.model.repetition_min_count",
+    "planner",
+    # int8 ONNX vectors are not the torch ones (cosine ~0.994): another backend means another index
+    "embed.model", "embed.max_seq_length", "embed.backend",
+})
+RUNTIME_FIELDS = frozenset({
+    # which files are read, and limits that make a file fail (a failed file gets no ledger entry anyway)
+    "intake.patterns", "intake.normalize_timeout_s", "intake.listing_block", "intake.max_pages",
+    "intake.fetch_cache_gb",
+    # the verdict's threshold: it labels a document ok or partial, both are indexed with the same chunks
+    "converter.max_fallback_share",
+    # where the weights are, how the engine is sized and reached: the same model answers the same prompts
+    "converter.model.path", "converter.model.allow_download", "converter.model.tensor_parallel_size",
+    "converter.model.max_model_len", "converter.model.gpu_memory_utilization", "converter.model.max_num_seqs",
+    "converter.model.base_url", "converter.model.api_key_env", "converter.model.request_timeout_s",
+    "converter.model.max_concurrency", "converter.model.device", "converter.model.max_num_batched_tokens",
+    "converter.model.mm_encoder_tp_mode",
+    "embed.batch_size", "embed.device", "embed.num_threads", "embed.onnx_cache_dir",
+    "milvus", "retrieval", "ray", "output", "serve",
+})
+SECRET_FIELDS = frozenset({"intake.password"})  # neither hashed nor written to a run summary
 
 
-def config_hash(cfg: Config, sections: tuple[str, ...] = _HASHED_SECTIONS) -> str:
-    """Stable 16-hex-digit hash of the sections that shape the output rows."""
-    dumped = cfg.model_dump(mode="json", include=set(sections))
-    # Secrets and pure transport settings never shape content.
-    dumped.get("converter", {}).get("model", {}).pop("api_key_env", None)
-    blob = json.dumps(dumped, sort_keys=True, separators=(",", ":"))
+def field_paths(model: type[BaseModel] = Config, prefix: str = "") -> list[str]:
+    """Dotted paths of every leaf field (sections are walked into)."""
+    out: list[str] = []
+    for name, f in model.model_fields.items():
+        path = f"{prefix}{name}"
+        ann = f.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.extend(field_paths(ann, f"{path}."))
+        else:
+            out.append(path)
+    return out
+
+
+def field_class(path: str) -> str:
+    """``content``, ``runtime`` or ``secret`` for a dotted field path (the longest listed prefix decides)."""
+    parts = path.split(".")
+    for n in range(len(parts), 0, -1):
+        key = ".".join(parts[:n])
+        for name, group in (("secret", SECRET_FIELDS), ("content", CONTENT_FIELDS), ("runtime", RUNTIME_FIELDS)):
+            if key in group:
+                return name
+    raise KeyError(f"config field {path!r} is classified neither as content nor as runtime (chunker/config.py)")
+
+
+def _leaves(node: BaseModel, prefix: str = "") -> dict[str, Any]:
+    """Every leaf setting by dotted path, in JSON form."""
+    dumped = node.model_dump(mode="json")
+    flat: dict[str, Any] = {}
+    for name in type(node).model_fields:
+        value = getattr(node, name)
+        if isinstance(value, BaseModel):
+            flat.update(_leaves(value, f"{prefix}{name}."))
+        else:
+            flat[f"{prefix}{name}"] = dumped[name]
+    return flat
+
+
+def config_hash(cfg: Config) -> str:
+    """Stable 16-hex-digit hash of the fields that shape the output rows (``CONTENT_FIELDS``)."""
+    content = {k: v for k, v in _leaves(cfg).items() if field_class(k) == "content"}
+    blob = json.dumps(content, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+def runtime_settings(cfg: Config) -> dict[str, Any]:
+    """The unhashed settings of a run, by dotted path (secrets left out): what a run summary records beside the hash."""
+    return {k: v for k, v in _leaves(cfg).items() if field_class(k) == "runtime"}

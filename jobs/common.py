@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 from chunker.cli import ray_address, ray_init_options
 from chunker.config import Config
@@ -16,6 +18,25 @@ def init_ray(cfg: Config) -> None:
 
     if not ray.is_initialized():
         ray.init(**ray_init_options(cfg))
+
+
+def alive_nodes() -> list[dict[str, float]]:
+    """The CPU and GPU count of every alive node of the joined cluster."""
+    import ray
+
+    return [{"CPU": float(n["Resources"].get("CPU", 0.0)), "GPU": float(n["Resources"].get("GPU", 0.0))}
+            for n in ray.nodes() if n.get("Alive")]
+
+
+def on_every_node(fn: Callable[..., Any], *args: Any, timeout_s: float = 60.0) -> list[Any]:
+    """Run ``fn(*args)`` once on each alive node (pinned there, no CPU reserved); results in node order."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    task = ray.remote(num_cpus=0)(fn)
+    refs = [task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False)).remote(*args)
+            for n in ray.nodes() if n.get("Alive")]
+    return ray.get(refs, timeout=timeout_s)
 
 
 def setup_logging(verbose: bool = False) -> None:

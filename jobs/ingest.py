@@ -12,22 +12,26 @@ allows one process per data dir). Re-submitting the same job skips documents in 
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from chunker.config import Config, config_hash
+from chunker.config import Config, config_hash, runtime_settings
 from chunker.errors import SetupError, find_setup_error
 from chunker.intake.inputs import InputError
-from chunker.run.layout import SUMMARY, RunStore
+from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
 from chunker.run.rows import SegmentRow
 from chunker.run.writer import Writer
 from chunker.cli import base_parser, load_or_exit
-from jobs.common import init_ray, preflight, setup_logging
+from chunker.run.cluster import ClusterFitError, fit_stages, multi_node_problems
+from jobs.common import alive_nodes, init_ray, on_every_node, preflight, setup_logging
 from jobs.progress import Progress
-from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_rows
+from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
+
+log = logging.getLogger("jobs.ingest")
 
 
 @dataclass
@@ -44,6 +48,8 @@ class RunSummary:
     pages_per_s: float = 0.0
     collection_rows: int = 0
     config_hash: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)  # the unhashed (runtime) settings this run used
+    cluster: str = ""  # what the pre-start check changed to fit the cluster, if anything
     output: str = ""
     load_mode: str = ""
     problems_total: int = 0
@@ -54,7 +60,7 @@ def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # no
     """The dataset of input rows: a manifest read by Ray itself, or the listing parts the driver wrote."""
     import ray
 
-    from chunker.run.listing import manifest_base, manifest_rows
+    from chunker.run.listing import manifest_base, manifest_batch
 
     if listed is None:
         uris, base = [input_path], manifest_base(input_path)
@@ -63,26 +69,40 @@ def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # no
     else:
         uris, base = listed, ""
     ds = ray.data.read_text(uris)
-    return ds.flat_map(manifest_rows, fn_kwargs={"base_uri": base}, num_cpus=cfg.ray.stage_num_cpus)
+    return ds.map_batches(manifest_batch, fn_kwargs={"base_uri": base})
 
 
 def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: bool = True, target: str = "",
                   convert_stage: type = ConvertStage):  # noqa: ANN201 - ray.data.Dataset
-    """The pipeline over ``files``: a list of ``{"path", "source"}`` dicts or a dataset of such rows."""
+    """The pipeline over ``files``: a list of ``{"path", "source"}`` dicts or a dataset of such rows.
+
+    Blocks decide everything in Ray Data: a map task or actor call takes one block, and its output leaves only when
+    the call ends (ray/data/_internal/planner/plan_udf_map_op.py; an async batch UDF runs at most 4 rows of a block
+    at once). Input rows are tiny, so one read task would hand a whole listing part to one intake task and the
+    whole intake output, hundreds of segments, to one conversion call. So inputs are cut into blocks of
+    ``ray.intake_block_rows`` for intake, and intake's output into one segment per block: each conversion call is one
+    segment, ``ray.convert_concurrency`` calls run per actor, and each segment moves on (committed, ledgered,
+    retried) alone. Task stages take 1 CPU, Ray's default, so the streaming repartition fuses into the intake task.
+    """
     import ray
     from ray.data import ActorPoolStrategy
 
     r = cfg.ray
     cpu = r.stage_num_cpus
-    # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again.
+    # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again, also when its
+    # node is gone (chunker.run.attempts stops a segment that kills its worker every time).
     restart = {"max_restarts": r.actor_max_restarts, "max_task_retries": r.actor_max_task_retries}
     ds = files if isinstance(files, ray.data.Dataset) else ray.data.from_items(files)
-    ds = ds.flat_map(intake_rows, num_cpus=cpu, fn_kwargs={
+    ds = ds.repartition(target_num_rows_per_block=r.intake_block_rows)
+    ds = ds.map_batches(intake_batch, batch_size=1, fn_kwargs={
         "cfg": cfg, "out_uri": out_uri, "cfg_hash": cfg_hash, "target": target, "force": force})
+    ds = ds.repartition(target_num_rows_per_block=1)
     ds = ds.map_batches(
         convert_stage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},
-        batch_size=1, num_cpus=cpu, num_gpus=r.convert_num_gpus or None,
-        compute=ActorPoolStrategy(size=r.convert_actors, max_concurrent_calls_per_actor=r.convert_concurrency),
+        batch_size=1, num_cpus=r.convert_cpus(), num_gpus=r.convert_num_gpus or None,
+        # No queue behind an actor's running segments: a free actor elsewhere takes the next one.
+        compute=ActorPoolStrategy(size=r.convert_actors, max_concurrent_calls_per_actor=r.convert_concurrency,
+                                  max_tasks_in_flight_per_actor=r.convert_concurrency),
         **restart,
     )
     ds = ds.map_batches(
@@ -93,7 +113,21 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
         EmbedStage, fn_constructor_kwargs={"cfg": cfg}, batch_size=4, num_cpus=cpu,
         num_gpus=r.embed_num_gpus or None, compute=ActorPoolStrategy(size=r.embed_actors), **restart,
     )
+    # Above the per-segment timeout: with one segment per block something moves at least that often.
+    ds.context.execution_no_progress_timeout_s = r.effective_no_progress_timeout_s()
     return ds
+
+
+def check_cluster(cfg: Config, out_uri: str) -> tuple[Config, str]:
+    """The config sized to the cluster (see :mod:`chunker.run.cluster`), or :class:`ClusterFitError`."""
+    nodes = alive_nodes()
+    problems = multi_node_problems(cfg, out_uri, len(nodes))
+    if problems:
+        raise ClusterFitError("; ".join(problems))
+    fit = fit_stages(cfg, nodes)
+    if fit.note:
+        log.warning(fit.note)
+    return fit.cfg, fit.note
 
 
 def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
@@ -122,9 +156,15 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
     listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
+    runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     init_ray(cfg)
     dim = Embedder.dimension(cfg.embed)
     store = ChunkStore(cfg.milvus, dim)
+    try:  # before any actor starts: what cannot be placed, or cannot work on this cluster, is one clear line
+        cfg, fit_note = check_cluster(cfg, out_uri)
+    except ClusterFitError:
+        store.close()
+        raise
     sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg))
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
@@ -141,6 +181,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         collection_rows = store.count()
     finally:
         store.close()
+        _remove_fetch_caches(out_uri)
     t = writer.totals
     dt = time.perf_counter() - t0
     modes = sorted(set(sink.stats.modes))
@@ -149,11 +190,23 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         failed=t.by_status.get("failed", 0), skipped=t.by_status.get("skipped", 0), pages=t.pages,
         chunks=t.chunks, fallback_pages=t.fallback_pages, seconds=round(dt, 2),
         pages_per_s=round(t.pages / dt, 3) if dt else 0.0, collection_rows=collection_rows, config_hash=h,
-        output=runstore.root, load_mode="+".join(modes) or "none", problems_total=t.problems_total,
+        settings=runtime_settings(cfg), cluster=fit_note, output=runstore.root, load_mode="+".join(modes) or "none",
+        problems_total=t.problems_total,
         problems=t.problems,
     )
     runstore.write_json(SUMMARY, asdict(summary))
     return summary
+
+
+def _remove_fetch_caches(out_uri: str) -> None:
+    """Each node's cache of this run's fetched inputs goes when the run ends (best effort: a node that is gone took
+    its disk with it)."""
+    from chunker.intake import cache
+
+    try:
+        on_every_node(cache.remove, str(cache.run_folder(out_uri)))
+    except Exception as exc:  # noqa: BLE001 - cleanup never turns a finished run into a failed one
+        log.warning("fetch caches not removed: %s", exc)
 
 
 def print_summary(s: RunSummary) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,15 @@ import numpy as np
 from chunker.config import Config
 from chunker.errors import SetupError
 from chunker.intake import sources
+from chunker.intake.cache import FetchCache, run_folder
 from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
+from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_start
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
 from chunker.run.ledger import Ledger
-from chunker.run.rows import SegmentRow, batch_of, rows_of
+from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
 from chunker.run.segment import convert_segment, plan_segment, problem_of
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import DocumentRecord, Problem, Stage, Status
@@ -32,13 +35,22 @@ from chunker.types import DocumentRecord, Problem, Stage, Status
 Batch = dict[str, Any]
 
 
+def fetch_cache(cfg: Config, out_uri: str) -> FetchCache | None:
+    """This node's cache of the run's object-store inputs (None: turned off)."""
+    if not out_uri or cfg.intake.fetch_cache_gb <= 0:
+        return None
+    return FetchCache(run_folder(out_uri), int(cfg.intake.fetch_cache_gb * 1e9))
+
+
 def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: str = "", target: str = "",
                 force: bool = True) -> list[dict[str, Any]]:
-    """flat_map: one input -> one row per segment, or one row for a document that failed or was skipped.
+    """One input -> one row per segment, or one row for a document that failed or was skipped.
 
-    Runs on a worker: object-store files are fetched here, hashed (the doc_id), checked against the done ledger
-    and normalised to PDF in a worker-local temp folder that is removed before returning. A normalised PDF is
-    kept in the run's output storage so the conversion actor (maybe on another node) can fetch it.
+    Runs on a worker. The done ledger is asked first by (absolute URI, size and modification time), so an unchanged
+    file that is done costs no download; otherwise object-store files are fetched into this node's cache (which the
+    conversion actors here reuse), hashed (the doc_id), checked against the ledger again by doc_id and normalised to
+    PDF in a worker-local temp folder that is removed before returning. A normalised PDF is kept in the run's output
+    storage so the conversion actor (maybe on another node) can fetch it.
     """
     source = row.get("source") or row.get("path") or ""
     if row.get("error"):  # a bad manifest line
@@ -46,12 +58,14 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
                              [Problem(Stage.INTAKE, "manifest", row["error"])])
         return [SegmentRow(doc).encode()]
     ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
+    version = sources.version_of(row["path"])
     try:
         with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
             doc, pdf = prepare(InputFile(path=row["path"], source=source), cfg.intake, Path(tmp),
-                               skip=ledger.is_done if ledger else None)
+                               skip=ledger.is_done if ledger else None, version=version,
+                               done=ledger.done_by_uri if ledger else None, cache=fetch_cache(cfg, out_uri))
             if not pdf:
-                return [SegmentRow(doc).encode()]
+                return [SegmentRow(doc, source_version=version).encode()]
             pdf_uri = doc.source_uri
             if kind_of(row["path"]) != "pdf":
                 # Normalised from another format: the PDF becomes a run artefact that any node can fetch by URI.
@@ -61,7 +75,20 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
     except Exception as exc:  # noqa: BLE001 - whatever one input does, it fails alone
         problem = problem_of(exc, Stage.INTAKE, "intake")
         return [SegmentRow(DocumentRecord("", row.get("path") or "", source, 0, Status.FAILED, [problem])).encode()]
-    return [SegmentRow(doc, job=job, pdf_uri=pdf_uri).encode() for job in plan_segments(doc, cfg.intake)]
+    return [SegmentRow(doc, job=job, pdf_uri=pdf_uri, source_version=version).encode()
+            for job in plan_segments(doc, cfg.intake)]
+
+
+def intake_batch(batch: Batch, **kwargs: Any) -> Batch:
+    """:func:`intake_rows` as a ``map_batches`` UDF, so the streaming repartition after it fuses into the same
+    task and every segment leaves as a block of its own (Ray 2.60 fuses only MapBatches -> StreamingRepartition)."""
+    n = len(next(iter(batch.values()))) if batch else 0
+    out = [r for i in range(n) for r in intake_rows({k: _str(v[i]) for k, v in batch.items()}, **kwargs)]
+    return {c: [o[c] for o in out] for c in COLUMNS}
+
+
+def _str(v: Any) -> Any:
+    return v.item() if isinstance(v, np.generic) else v
 
 
 class ConvertStage:
@@ -75,19 +102,39 @@ class ConvertStage:
         self.converter = make_converter(cfg, cfg_hash)
         self.store = RunStore(out_uri)
         self.timeout_s = cfg.ray.document_timeout_s
+        self.cache = fetch_cache(cfg, out_uri)
+        self.gate = SoloGate()
 
     async def __call__(self, batch: Batch) -> Batch:
+        # One segment per call in the pipeline (one per block, see jobs.ingest); several still work.
         rows = rows_of(batch)
         await asyncio.gather(*(self._one(r) for r in rows if r.active))
         return batch_of(rows)
 
     async def _one(self, row: SegmentRow) -> None:
+        """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined
+        (see chunker.run.attempts), and one that has lost its worker twice runs alone in this actor."""
+        job = row.job
+        assert job is not None
+        prior = await asyncio.to_thread(prior_starts, self.store, job)
+        problem = quarantine(prior, self.cfg.ray.segment_max_attempts)
+        if problem is not None:
+            row.fail(problem)
+            return
+        async with self.gate.enter(solo=prior >= SOLO_AFTER):
+            await asyncio.to_thread(record_start, self.store, job)
+            await self._convert(row)
+
+    async def _convert(self, row: SegmentRow) -> None:
         job = row.job
         assert job is not None
         t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory(prefix="convert-") as tmp:
+        uri = row.pdf_uri or job.source_uri
+        # The original at the version intake saw; a normalised copy is named by its doc_id, so it never changes.
+        version = row.source_version if uri == job.source_uri else ""
+        with ExitStack() as stack:
             try:
-                local = await asyncio.to_thread(self._local_pdf, row.pdf_uri or job.source_uri, Path(tmp))
+                local = await asyncio.to_thread(self._local_pdf, stack, uri, version)
             except OSError as exc:
                 row.fail(Problem(Stage.CONVERT, "fetch", f"fetch: {exc}"))
                 return
@@ -102,11 +149,15 @@ class ConvertStage:
         row.convert_s = time.perf_counter() - t0
         row.tokens = int(sum(b.output_tokens or 0 for b in batches if not b.context_only))
 
-    @staticmethod
-    def _local_pdf(uri: str, tmp: Path) -> str:
+    def _local_pdf(self, stack: ExitStack, uri: str, version: str) -> str:
+        """A local path of the segment's PDF, valid until ``stack`` closes: fetched once per node and shared by
+        every segment converting here (the node cache), or into a temp folder when the cache is off."""
         if not sources.is_remote(uri):
             return sources.local_path(uri)
-        dest = tmp / "document.pdf"
+        if self.cache is not None:
+            path, _, _ = stack.enter_context(self.cache.open(uri, version))
+            return str(path)
+        dest = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="convert-"))) / "document.pdf"
         sources.fetch(uri, dest)
         return str(dest)
 

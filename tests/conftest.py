@@ -23,8 +23,11 @@ def samples_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """``../shared/data`` next to the repository (real corpora); tests that need it skip where it is absent."""
-    path = (REPO_ROOT / ".." / "shared" / "data").resolve()
+    """``../shared/data`` next to the repository, or ``$CHUNKER_SHARED_DATA`` (real corpora); tests that need it skip
+    where it is absent."""
+    import os
+
+    path = Path(os.environ.get("CHUNKER_SHARED_DATA") or (REPO_ROOT / ".." / "shared" / "data")).resolve()
     if not path.is_dir():
         pytest.skip(f"shared data not found at {path} (expected ../shared/data next to the repository)")
     return path

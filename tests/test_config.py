@@ -1,6 +1,6 @@
 import pytest
 
-from chunker.config import Config, ConfigError, config_hash, load_config
+from chunker.config import Config, ConfigError, config_hash, field_class, field_paths, load_config, runtime_settings
 
 
 def test_local_yaml_loads_and_overrides(tmp_path):
@@ -39,6 +39,46 @@ def test_hash_is_stable_and_tracks_content_settings():
     # Runtime sizing does not change the rows, so it does not change the hash.
     assert config_hash(load_config(None, ["ray.convert_actors=7", "milvus.uri=/x"])) == config_hash(a)
     assert config_hash(load_config(None, ["planner.target_chars=500"])) != config_hash(a)
+
+
+def test_every_field_is_classified_content_or_runtime():
+    for path in field_paths():
+        assert field_class(path) in ("content", "runtime", "secret"), path  # raises for an unclassified field
+
+
+@pytest.mark.parametrize("override", [
+    # Retuning after an out-of-memory error, moving the weights, resizing batches: the done ledger must hold.
+    "converter.model.max_num_seqs=8", "converter.model.gpu_memory_utilization=0.8",
+    "converter.model.request_timeout_s=30", "converter.model.path=/models/elsewhere", "embed.batch_size=16",
+    "embed.device=cuda", "intake.listing_block=10", "converter.model.max_model_len=16384",
+    "converter.model.tensor_parallel_size=2", "ray.convert_num_cpus=8",
+])
+def test_runtime_knobs_leave_the_hash_alone(override):
+    assert config_hash(load_config(None, [override])) == config_hash(Config())
+
+
+@pytest.mark.parametrize("override", [
+    "converter.model.name=other", "converter.model.temperature=0.5", "converter.prompt_version=v2",
+    "render.max_side_px=1288", "intake.batch_pages=2", "intake.segment_pages=32", "embed.model=/m/other",
+    "converter.pdf_text.ocr=false", "planner.max_chars=1400",
+])
+def test_content_settings_change_the_hash(override):
+    assert config_hash(load_config(None, [override])) != config_hash(Config())
+
+
+def test_runtime_settings_are_recorded_without_secrets():
+    got = runtime_settings(load_config(None, ["converter.model.max_num_seqs=8", "intake.password=hunter2"]))
+    assert got["converter.model.max_num_seqs"] == 8 and got["ray.convert_actors"] == 2
+    assert "intake.password" not in got and "hunter2" not in repr(got)
+    assert "planner.target_chars" not in got  # content settings are in the hash, not here
+
+
+def test_no_progress_timeout_must_exceed_the_document_timeout():
+    with pytest.raises(ConfigError, match="no_progress_timeout_s"):
+        load_config(None, ["ray.document_timeout_s=600", "ray.no_progress_timeout_s=300"])
+    assert Config().ray.effective_no_progress_timeout_s() > Config().ray.document_timeout_s
+    assert load_config(None, ["ray.document_timeout_s=3000"]).ray.effective_no_progress_timeout_s() == 3600
+    assert load_config(None, ["ray.document_timeout_s=null"]).ray.effective_no_progress_timeout_s() == -1
 
 
 def test_every_field_is_described():

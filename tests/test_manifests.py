@@ -175,27 +175,28 @@ def _ingest_args(entrypoint: str) -> tuple[Config, dict[str, str]]:
     return cfg, {"input": ns.input, "output": ns.output or cfg.output.dir}
 
 
+def _cpus(group: dict[str, Any]) -> float:
+    limits = group["template"]["spec"]["containers"][0].get("resources", {}).get("limits", {})
+    raw = str(limits.get("cpu", "1"))
+    return float(raw[:-1]) / 1000 if raw.endswith("m") else float(raw)
+
+
 def _placement_problems(cfg: Config, spec: dict[str, Any]) -> list[str]:
-    """Stage actors placed first-fit (largest first) on the GPU pods the cluster can have; what does not fit."""
-    r, tp = cfg.ray, cfg.converter.model.tensor_parallel_size
-    problems = []
-    if tp > 1 and (r.convert_num_gpus < tp or r.convert_num_gpus != int(r.convert_num_gpus)):
-        problems.append(f"ray.convert_num_gpus={r.convert_num_gpus} cannot hold tensor_parallel_size={tp} GPUs")
+    """The job's own placement check (chunker.run.cluster.fit_stages, what jobs.ingest runs before any actor
+    starts) on the pods this cluster can have: what cannot be placed, as the job would say it."""
+    from chunker.run.cluster import ClusterFitError, fit_stages
+
     autoscale = spec.get("enableInTreeAutoscaling") is True
-    free = []
-    for g in spec.get("workerGroupSpecs", []):
-        n = g["maxReplicas"] if autoscale else g.get("replicas", g["minReplicas"])
-        free += [_gpus(g)] * int(n) * int(g.get("numOfHosts", 1))
-    demands = [("convert", r.convert_num_gpus)] * r.convert_actors + [("embed", r.embed_num_gpus)] * r.embed_actors
-    for stage, need in sorted(demands, key=lambda d: -d[1]):
-        if not need:
-            continue
-        slot = next((i for i, f in enumerate(free) if f + 1e-9 >= need), None)
-        if slot is None:
-            problems.append(f"one {stage} actor needing {need} GPUs does not fit on the worker pods {free} left")
-        else:
-            free[slot] -= need
-    return problems
+    nodes = []
+    for name, g in _groups(spec):
+        n = 1 if name == "head" else (g["maxReplicas"] if autoscale else g.get("replicas", g["minReplicas"]))
+        head_cpus = float(g.get("rayStartParams", {}).get("num-cpus", _cpus(g))) if name == "head" else _cpus(g)
+        nodes += [{"CPU": head_cpus, "GPU": _gpus(g)}] * int(n) * int(g.get("numOfHosts", 1))
+    try:
+        fit_stages(cfg, nodes)
+    except ClusterFitError as exc:
+        return [str(exc)]
+    return []
 
 
 def test_the_rayjob_fits_its_workers_and_reaches_shared_storage() -> None:
@@ -215,12 +216,17 @@ def test_the_rayjob_fits_its_workers_and_reaches_shared_storage() -> None:
 def test_placement_check_catches_an_embedder_without_a_gpu_share() -> None:
     # Two one-GPU workers, two conversion actors of one GPU each and an embedder wanting a quarter: it never
     # starts, and Ray Data waits for it silently.
-    spec = {"workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
-                                  "template": {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}]}
-    cfg = load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml", ["ray.convert_actors=2"])
-    assert _placement_problems(cfg, spec) == ["one embed actor needing 0.25 GPUs does not fit on the worker pods [0.0, 0.0] left"]
-    tp4 = load_config(REPO / "configs" / "qwen2.5-vl-72b.yaml", ["ray.convert_num_gpus=2"])
-    assert _placement_problems(tp4, spec)[0].startswith("ray.convert_num_gpus=2.0 cannot hold tensor_parallel_size=4")
+    spec = {"headGroupSpec": {"rayStartParams": {"num-cpus": "0"}, "template": {"spec": {"containers": [{}]}}},
+            "workerGroupSpecs": [{"groupName": "gpu", "replicas": 2, "minReplicas": 2, "maxReplicas": 2,
+                                  "template": {"spec": {"containers": [{"resources": {"limits": {
+                                      "nvidia.com/gpu": "1", "cpu": "16"}}}]}}}]}
+    cfg = load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml",
+                      ["ray.convert_actors=2", "ray.embed_num_gpus=0.25", "embed.device=cuda"])
+    [problem] = _placement_problems(cfg, spec)
+    assert "embed stage cannot be placed" in problem and "0.25 GPU" in problem
+    assert _placement_problems(load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml", ["ray.convert_actors=2"]), spec) == []
+    with pytest.raises(Exception, match="cannot hold converter.model.tensor_parallel_size=4"):
+        load_config(REPO / "configs" / "qwen2.5-vl-72b.yaml", ["ray.convert_num_gpus=2"])
 
 
 def test_a_rayjob_is_submitted_again_under_a_new_name() -> None:

@@ -100,3 +100,29 @@ def test_killed_worker_loses_nothing_and_a_slow_document_fails_alone(ray_runtime
     assert s.problems == [{"source": SLOW_DOC, "status": "failed", "reason": "conversion timed out after 25 s"}]
     expected = {c["chunk_id"] for c in clean if c["source"] != SLOW_DOC}
     assert _ids(db) == expected and s.collection_rows == len(expected)
+
+
+class PoisonStage(ConvertStage):
+    """Kills its worker whenever it converts one document, as a PDF that crashes pdfium would."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        inner = self.converter.convert
+
+        async def convert(job, images):  # noqa: ANN001, ANN202
+            if job.source == SLOW_DOC:
+                os._exit(1)
+            return await inner(job, images)
+
+        self.converter.convert = convert  # type: ignore[method-assign]
+
+
+def test_a_segment_that_kills_its_worker_every_time_is_quarantined(ray_runtime, samples_dir, tmp_path):
+    """Task retries are unbounded (a lost node must not end the run); the per-segment start count is the bound. The
+    other documents die with the poisoned one while they share its actor, then run alone and finish."""
+    from jobs.ingest import run_ingest
+
+    s = run_ingest(_cfg(tmp_path / "m.db"), str(samples_dir), str(tmp_path / "run"), convert_stage=PoisonStage)
+    assert (s.ok, s.failed) == (3, 1), s.problems
+    [p] = s.problems
+    assert p["source"] == SLOW_DOC and "started 4 times" in p["reason"]

@@ -92,15 +92,75 @@ def test_upsert_rejects_mismatched_inputs(store: ChunkStore) -> None:
         store.upsert(make_chunks(2), np.zeros((2, DIM + 1), dtype=np.float32))
 
 
+def make_doc(n: int, doc: str, uri: str, source: str = "x.pdf") -> list[Chunk]:
+    return [Chunk(chunk_id=f"{doc}-{i}", doc_id=doc, element_ids=[f"{doc}:{i}"], text=f"{doc} {i}", breadcrumb="",
+                  page_start=1, page_end=1, modality="text", planner="deterministic", config_hash="h", source=source,
+                  source_uri=uri) for i in range(n)]
+
+
 def test_reingest_replaces_old_version_and_delete_doc(store: ChunkStore) -> None:
     store.upsert(make_chunks(5, doc="old", source="s.pdf"), vecs(5))
     store.upsert(make_chunks(2, doc="keep", source="other.pdf"), vecs(2, 1))
     store.upsert(make_chunks(3, doc="new", source="s.pdf"), vecs(3, 2))
-    assert store.delete_other_versions("s.pdf", keep_doc_id="new") == 5
+    assert store.delete_other_versions("file:///s.pdf", keep_doc_id="new") == 5
     assert {i.split("-")[0] for i in store.chunk_ids()} == {"new", "keep"}
-    assert store.delete_other_versions("s.pdf", keep_doc_id="new") == 0
+    assert store.delete_other_versions("file:///s.pdf", keep_doc_id="new") == 0
     assert store.delete_doc("keep") == 2
     assert store.count() == 3
+
+
+def test_versions_are_keyed_by_absolute_uri_not_the_relative_source(store: ChunkStore) -> None:
+    # The same relative name under two input roots: two documents. Keyed by `source`, re-ingesting one deleted both.
+    store.upsert(make_doc(3, "a-old", "/root1/x.pdf"), vecs(3))
+    store.upsert(make_doc(2, "b", "/root2/x.pdf"), vecs(2, 1))
+    store.upsert(make_doc(4, "a-new", "/root1/x.pdf"), vecs(4, 2))
+    store.delete_stale([("/root1/x.pdf", "a-new", [f"a-new-{i}" for i in range(4)])])
+    assert {i.rsplit("-", 1)[0] for i in store.chunk_ids()} == {"a-new", "b"}
+    assert store.count() == 6
+
+
+def test_stale_deletes_are_batched_per_commit_and_exact(store: ChunkStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Earlier versions of 30 documents, a plan that shrank for each, and one bystander under another root.
+    for k in range(30):
+        store.upsert(make_doc(2, f"v1{k:02d}", f"/r/{k}.pdf"), vecs(2, k))
+        store.upsert(make_doc(3, f"v2{k:02d}", f"/r/{k}.pdf"), vecs(3, k))
+    store.upsert(make_doc(2, "other", "/elsewhere/0.pdf"), vecs(2))
+    calls: list[str] = []
+    real = store.client.delete
+    monkeypatch.setattr(store.client, "delete", lambda name, **kw: calls.append(kw["filter"]) or real(name, **kw))
+    # The new plan of each document keeps chunks 0 and 1 only.
+    n = store.delete_stale([(f"/r/{k}.pdf", f"v2{k:02d}", [f"v2{k:02d}-0", f"v2{k:02d}-1"]) for k in range(30)])
+    assert len(calls) == 1 and n == 90  # one expression for the whole commit, no count queries
+    assert store.chunk_ids() == {f"v2{k:02d}-{i}" for k in range(30) for i in (0, 1)} | {"other-0", "other-1"}
+
+
+def test_delete_groups_stay_bounded(store: ChunkStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunker.index import store as store_mod
+
+    monkeypatch.setattr(store_mod, "DELETE_TERMS", 10)
+    calls: list[str] = []
+    real = store.client.delete
+    monkeypatch.setattr(store.client, "delete", lambda name, **kw: calls.append(kw["filter"]) or real(name, **kw))
+    store.delete_stale([(f"/r/{k}.pdf", f"d{k}", [f"d{k}-{i}" for i in range(3)]) for k in range(6)]
+                       + [("/r/big.pdf", "big", [f"big-{i}" for i in range(40)])])
+    assert len(calls) == 4  # 2 documents (5 terms each) per call, and the big one alone
+
+
+def test_scalar_indexes_on_the_delete_keys(store: ChunkStore) -> None:
+    assert {"doc_id", "source_uri"} <= set(store.client.list_indexes(store.collection))
+
+
+def test_collections_without_scalar_indexes_get_them_on_open(lite_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from chunker.index import store as store_mod
+
+    cfg = MilvusConfig(uri=str(lite_root / "store.db"))
+    monkeypatch.setattr(store_mod, "SCALAR_INDEXED", ())  # a collection made before the indexes existed
+    with ChunkStore(cfg, DIM, collection="t_late_index") as s:
+        assert not {"doc_id", "source_uri"} & set(s.client.list_indexes(s.collection))
+    monkeypatch.undo()
+    with ChunkStore(cfg, DIM, collection="t_late_index") as s:
+        assert {"doc_id", "source_uri"} <= set(s.client.list_indexes(s.collection))
+        s.drop()
 
 
 def test_oversized_text_is_clipped_on_a_character_boundary() -> None:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import hashlib
 import tempfile
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 from chunker.config import IntakeConfig
 from chunker.intake import sources
+from chunker.intake.cache import FetchCache
 from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import NormalizeError, kind_of, to_pdf
 from chunker.types import DocumentRecord, Problem, Stage, Status
@@ -67,25 +69,57 @@ def inspect(file: InputFile, cfg: IntakeConfig) -> DocumentRecord:
         return prepare(file, cfg, Path(tmp))[0]
 
 
-def prepare(file: InputFile, cfg: IntakeConfig, workdir: Path,
-            skip: Callable[[str], bool] | None = None) -> tuple[DocumentRecord, str]:
+def prepare(file: InputFile, cfg: IntakeConfig, workdir: Path, skip: Callable[[str], bool] | None = None, *,
+            version: str = "", done: Callable[[str, str], str | None] | None = None,
+            cache: FetchCache | None = None) -> tuple[DocumentRecord, str]:
     """Fetch (object storage) and hash the original, normalise it to PDF, check the PDF.
 
-    ``skip(doc_id)`` is asked right after hashing (before any normalising): True gives a ``skipped`` record.
+    ``done(uri, version)`` is asked first, before any byte is read: a doc_id gives a ``skipped`` record (the done
+    ledger knows this URI at this version). ``skip(doc_id)`` is asked right after hashing (before any normalising):
+    True gives a ``skipped`` record.
 
     Returns the record and a local PDF path ("" when the file failed); fetched and normalised files are written
-    into ``workdir``, which the caller owns and removes. The ``doc_id`` is always the hash of the original bytes.
+    into ``workdir``, which the caller owns and removes. With a ``cache`` an object-store original is fetched into
+    this node's cache instead (once per node, and reused by the conversion actors there); the path returned for
+    such a PDF is only valid until the cache evicts it. The ``doc_id`` is always the hash of the original bytes.
     """
     uri = file.path
+    shown = sources.absolute_uri(uri)
+    if done is not None and version:
+        known = done(shown, version)
+        if known:
+            return DocumentRecord(doc_id=known, source_uri=shown, source=file.source, num_pages=0,
+                                  status=Status.SKIPPED, problems=[Problem(Stage.INTAKE, "done", "already done (ledger)")],
+                                  size_bytes=int(version.split(":", 1)[0] or 0)), ""
+    if cache is not None and sources.is_remote(uri):
+        with ExitStack() as stack:
+            try:
+                local, digest, size = stack.enter_context(cache.open(uri, version))
+            except FileNotFoundError:
+                return _failed(file, shown, "missing", "missing: object not found")
+            except OSError as exc:
+                return _failed(file, shown, "unreadable", f"unreadable: {exc}")
+            return _prepare(file, cfg, workdir, skip, shown, local, digest, size)
+    return _prepare(file, cfg, workdir, skip, shown)
+
+
+def _failed(file: InputFile, shown: str, code: str, message: str, doc_id: str = "", size: int = 0,
+            pages: int = 0) -> tuple[DocumentRecord, str]:
+    return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages, status=Status.FAILED,
+                          problems=[Problem(Stage.INTAKE, code, message)], size_bytes=size), ""
+
+
+def _prepare(file: InputFile, cfg: IntakeConfig, workdir: Path, skip: Callable[[str], bool] | None, shown: str,
+             cached: Path | None = None, cached_digest: str = "", cached_size: int = 0) -> tuple[DocumentRecord, str]:
+    uri = file.path
     remote = sources.is_remote(uri)
-    shown = uri if remote else sources.local_path(uri)
 
     def failed(code: str, message: str, doc_id: str = "", size: int = 0, pages: int = 0) -> tuple[DocumentRecord, str]:
-        return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages,
-                              status=Status.FAILED, problems=[Problem(Stage.INTAKE, code, message)],
-                              size_bytes=size), ""
+        return _failed(file, shown, code, message, doc_id, size, pages)
 
-    if remote:
+    if cached is not None:
+        local, doc_id, size = cached, cached_digest, cached_size
+    elif remote:
         local = workdir / ("original" + Path(uri.split("?", 1)[0]).suffix.lower())
         try:
             doc_id, size = sources.fetch(uri, local)

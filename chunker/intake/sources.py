@@ -64,6 +64,26 @@ def canonical_uri(uri: str) -> str:
     return f"{scheme}://{bucket}{slash}{encode_key(key)}{query}"
 
 
+def absolute_uri(uri: str) -> str:
+    """The URI that names a file wherever the run looks from: object-store URIs as they are, local paths (and
+    ``file://`` URIs) as absolute paths. Document versions are keyed on it, so two inputs with the same relative
+    name under different roots stay two documents."""
+    return canonical_uri(uri) if is_remote(uri) else os.path.abspath(local_path(uri))
+
+
+def version_of(uri: str) -> str:
+    """``size:mtime_ns`` as the filesystem or object store reports it ("" when it cannot tell): what changes when
+    the bytes do, learnt without reading them. (pyarrow does not expose S3 ETags; size and LastModified do.)"""
+    try:
+        fs, path = open_fs(uri)
+        info = fs.get_file_info(path)
+    except (OSError, ValueError):
+        return ""
+    if info.type != pafs.FileType.File or info.mtime_ns is None:
+        return ""
+    return f"{info.size}:{info.mtime_ns}"
+
+
 def open_fs(uri: str) -> tuple[pafs.FileSystem, str]:
     """(filesystem, path inside it) for a local path, ``file://`` URI or object-storage URI."""
     if not is_remote(uri):

@@ -19,6 +19,13 @@ class DocumentOutcome:
     chunk_ids: list[str] = field(default_factory=list)
     fallback_pages: int = 0
     complete: bool = True  # every segment planned; False: a segment failed and its pages have no new chunks
+    source_version: str = ""  # the original's version at intake, recorded with the ledger entry
+
+    @property
+    def replaces_old(self) -> bool:
+        """Indexed in full: other versions of its source URI and chunks its new plan lacks are deleted, then the
+        ledger entry is written."""
+        return self.indexed and self.complete
 
     @property
     def num_chunks(self) -> int:
@@ -36,6 +43,7 @@ class _Open:
     num_segments: int
     facts: dict[int, SegmentFacts] = field(default_factory=dict)
     chunk_ids: list[str] = field(default_factory=list)
+    source_version: str = ""
 
 
 class Assembler:
@@ -48,19 +56,19 @@ class Assembler:
         return len(self._open)
 
     def add(self, doc: DocumentRecord, job: SegmentJob | None, facts: SegmentFacts | None,
-            chunk_ids: list[str]) -> DocumentOutcome | None:
+            chunk_ids: list[str], source_version: str = "") -> DocumentOutcome | None:
         """Take one segment; the document's outcome when this was its last one, else None.
 
         A row without a job is a document that ended at intake (failed or skipped): it is complete at once.
         """
         if job is None:
-            return self._finish(_Open(doc, 0))
+            return self._finish(_Open(doc, 0, source_version=source_version))
         if facts is None:
             raise ValueError(f"segment {job.segment_index} of {doc.source!r} reached assembly without planning")
         key = doc.doc_id
         st = self._open.get(key)
         if st is None:
-            st = self._open[key] = _Open(doc, job.num_segments)
+            st = self._open[key] = _Open(doc, job.num_segments, source_version=source_version)
         if job.segment_index in st.facts:
             # A retried task delivered the same segment twice: keep the first, never count it twice.
             return None
@@ -77,4 +85,5 @@ class Assembler:
         record = replace(st.record, status=status, problems=problems)
         fallback = sum(len(s.fallback_pages) for s in segments if not s.failed)
         complete = bool(segments) and not any(s.failed for s in segments)
-        return DocumentOutcome(record, st.chunk_ids if status in (Status.OK, Status.PARTIAL) else [], fallback, complete)
+        return DocumentOutcome(record, st.chunk_ids if status in (Status.OK, Status.PARTIAL) else [], fallback, complete,
+                               st.source_version)

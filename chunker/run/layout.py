@@ -8,6 +8,7 @@ A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, `
     {run}/documents/documents-{part:05d}.parquet     one row per document: status and problems (DOCUMENT)
     {run}/ledger/{config_hash}/{doc_id}.json         the done ledger (chunker.run.ledger)
     {run}/listing/part-{part:05d}.jsonl              the streamed input listing (chunker.run.listing)
+    {run}/attempts/{doc_id}-{segment:05d}/{id}       one empty marker per start of a segment's conversion (this run)
     {run}/normalized/{doc_id}.pdf                    PDFs normalised from images and office files
     {run}/summary.json, planning_report.json/.txt
 
@@ -36,6 +37,7 @@ CHUNKS = "chunks"
 DOCUMENTS = "documents"
 LEDGER = "ledger"
 LISTING = "listing"
+ATTEMPTS = "attempts"
 NORMALIZED = "normalized"
 SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
@@ -131,8 +133,15 @@ class RunStore:
         self.makedirs(self.path(stage))
         self.fs.delete_dir_contents(self.path(stage), missing_dir_ok=True)
 
+    def count(self, folder: str) -> int:
+        """Files directly in ``folder`` of the run (0 when it does not exist)."""
+        sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
+        return sum(1 for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.File)
+
     def write_bytes(self, name: str, data: bytes) -> str:
         target = self.path(name)
+        if self.local:
+            self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
         with self.fs.open_output_stream(target) as fh:
             fh.write(data)
         return target

@@ -1,13 +1,18 @@
 """The done ledger: one small JSON per finished document, keyed by (config hash, doc_id), in the run's output
 storage (``{output}/ledger/{config_hash}/{doc_id}.json``).
 
-An entry is written only once every chunk of the document is in Milvus, so a job killed at any point re-does
-exactly the documents without an entry. An entry also names the Milvus target it was loaded into: pointing the
-same output at another collection loads everything again instead of skipping it.
+An entry is written only once every chunk of the document is in Milvus and its stale chunks are deleted, so a job
+killed at any point re-does exactly the documents without an entry. An entry also names the Milvus target it was
+loaded into: pointing the same output at another collection loads everything again instead of skipping it.
+
+Beside it, ``by-uri/{sha256(uri)}.json`` records which doc_id the absolute source URI held at which version (size
+and modification time, as the object store reports them): intake asks this first, so an unchanged file is skipped
+without being downloaded or hashed. The content-hash doc_id stays the identity; the version only saves the fetch.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from typing import Any
@@ -32,8 +37,10 @@ class Ledger:
     def _path(self, doc_id: str) -> str:
         return f"{self.folder}/{doc_id}.json"
 
-    def entry(self, doc_id: str) -> dict[str, Any] | None:
-        path = self._path(doc_id)
+    def _uri_path(self, uri: str) -> str:
+        return f"{self.folder}/by-uri/{hashlib.sha256(uri.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}.json"
+
+    def _read(self, path: str) -> dict[str, Any] | None:
         # Asked first: pyarrow reports a missing object as a plain OSError on some filesystems.
         if self.fs.get_file_info(path).type != pafs.FileType.File:
             return None
@@ -43,18 +50,39 @@ class Ledger:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
 
+    def entry(self, doc_id: str) -> dict[str, Any] | None:
+        return self._read(self._path(doc_id))
+
     def is_done(self, doc_id: str) -> bool:
         e = self.entry(doc_id)
         return bool(e) and e.get("target") == self.target
 
-    def mark_done(self, doc_id: str, **info: Any) -> None:
-        body = json.dumps({"doc_id": doc_id, "target": self.target, "finished_at": time.time(), **info},
-                          sort_keys=True).encode()
-        path = self._path(doc_id)
+    def done_by_uri(self, uri: str, version: str) -> str | None:
+        """The doc_id finished for ``uri`` at ``version`` (and still done), or None: nothing needs fetching then."""
+        if not version:
+            return None
+        e = self._read(self._uri_path(uri))
+        if not e or e.get("uri") != uri or e.get("version") != version or e.get("target") != self.target:
+            return None
+        doc_id = str(e.get("doc_id") or "")
+        return doc_id if doc_id and self.is_done(doc_id) else None
+
+    def mark_done(self, doc_id: str, source_uri: str = "", source_version: str = "", **info: Any) -> None:
+        """The document's entry, then (with a version) its URI's: a reader that finds the second finds the first."""
+        now = time.time()
+        self._write(self._path(doc_id), {"doc_id": doc_id, "target": self.target, "finished_at": now,
+                                         "source_uri": source_uri, "source_version": source_version, **info})
+        if source_uri and source_version:
+            self._write(self._uri_path(source_uri), {"uri": source_uri, "version": source_version, "doc_id": doc_id,
+                                                     "target": self.target, "finished_at": now})
+
+    def _write(self, path: str, obj: dict[str, Any]) -> None:
+        body = json.dumps(obj, sort_keys=True, ensure_ascii=True).encode()
         if not self.runstore.local:  # an object becomes visible only once its upload completes
             with self.fs.open_output_stream(path) as fh:
                 fh.write(body)
             return
+        self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
         tmp = path + ".tmp"
         with self.fs.open_output_stream(tmp) as fh:
             fh.write(body)

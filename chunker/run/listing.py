@@ -35,6 +35,12 @@ def manifest_rows(row: dict[str, Any], base_uri: str) -> list[dict[str, Any]]:
     return [{"path": entry.path, "source": entry.source, "error": ""}]
 
 
+def manifest_batch(batch: dict[str, Any], base_uri: str) -> dict[str, list[Any]]:
+    """:func:`manifest_rows` as a ``map_batches`` UDF (so the intake repartition after it fuses into its task)."""
+    out = [r for line in batch["text"] for r in manifest_rows({"text": str(line)}, base_uri)]
+    return {k: [r[k] for r in out] for k in ("path", "source", "error")}
+
+
 def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> list[str]:
     """Stream the inputs into JSONL parts of ``listing_block`` entries; returns the parts' URIs (none: no input)."""
     runstore.clear(LISTING)  # a listing is per run: no stale parts

@@ -8,7 +8,7 @@ as ASCII JSON (a lone surrogate from a broken PDF is escaped, never an Arrow err
 Which stage adds what:
 
 =========  ===========================================================================
-intake     ``doc``, ``job`` (none for a document that failed or was skipped), ``pdf_uri``
+intake     ``doc``, ``job`` (none for a document that failed or was skipped), ``pdf_uri``, ``source_version``
 convert    ``batches``, ``convert_s``, ``tokens``; or ``facts`` of a failed segment
 plan       ``facts``, ``chunks``, ``plan_ms``; ``batches`` dropped (persisted already)
 embed      ``vectors``, ``embed_s``
@@ -27,7 +27,7 @@ from chunker.errors import SetupError
 from chunker.run.verdict import SegmentFacts
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, Problem, SegmentJob, Status
 
-COLUMNS = ("doc", "job", "pdf_uri", "batches", "facts", "chunks", "vectors", "dim", "convert_s", "plan_ms",
+COLUMNS = ("doc", "job", "pdf_uri", "source_version", "batches", "facts", "chunks", "vectors", "dim", "convert_s", "plan_ms",
            "embed_s", "tokens")
 
 
@@ -36,6 +36,7 @@ class SegmentRow:
     doc: DocumentRecord
     job: SegmentJob | None = None  # None: the document ended at intake (failed or skipped)
     pdf_uri: str = ""  # where workers read the PDF (the original, or its normalised copy in the run folder)
+    source_version: str = ""  # the original's size and modification time at intake (the ledger's pre-check key)
     batches: list[ConvertedBatch] = field(default_factory=list)
     facts: SegmentFacts | None = None  # set once conversion failed or planning ran
     chunks: list[Chunk] = field(default_factory=list)
@@ -66,6 +67,7 @@ class SegmentRow:
             "doc": _dump(_doc_dict(self.doc)),
             "job": _dump(asdict(self.job)) if self.job is not None else "",
             "pdf_uri": _dump(self.pdf_uri),
+            "source_version": _dump(self.source_version),
             "batches": _dump([asdict(b) for b in self.batches]),
             "facts": _dump(_facts_dict(self.facts)) if self.facts is not None else "",
             "chunks": _dump([asdict(c) for c in self.chunks]),
@@ -92,6 +94,7 @@ class SegmentRow:
             doc=_doc_from(json.loads(row["doc"])),
             job=SegmentJob(**json.loads(row["job"])) if row["job"] else None,
             pdf_uri=json.loads(row["pdf_uri"]),
+            source_version=json.loads(row["source_version"]),
             batches=[ConvertedBatch(**b) for b in json.loads(row["batches"])],
             facts=_facts_from(json.loads(row["facts"])) if row["facts"] else None,
             chunks=chunks,

@@ -1,10 +1,12 @@
 """The driver's single writer: segment rows in; chunks committed to Milvus; documents closed in order of safety.
 
 For each document, once its last segment is in (:mod:`chunker.run.assemble`) and its chunks are committed (upsert
-or bulk import): stale chunks from earlier versions or settings are deleted, then its done-ledger entry is written,
-then its status row goes out. A document without chunks closes at once. A document with a failed segment is
-indexed as far as it got, but replaces nothing and gets no ledger entry: its earlier chunks (if any) cover the
-pages the new ones lack, and the next run tries it again. Memory stays bounded on any corpus: per
+or bulk import): stale chunks from earlier versions of its absolute source URI or earlier plans are deleted, then its
+done-ledger entry is written, then its status row goes out. That work is batched per commit: one delete expression
+for the documents of a commit (chunked by size, :meth:`ChunkStore.delete_stale`), no count queries, so the driver's
+cost per document is a share of a few calls, not a few round trips of its own. A failed or skipped document closes
+at once. A document with a failed segment is indexed as far as it got, but replaces nothing and gets no ledger
+entry: its earlier chunks (if any) cover the pages the new ones lack, and the next run tries it again. Memory stays bounded on any corpus: per
 document in flight, the facts and chunk IDs; otherwise counters and a block of status rows flushed every
 ``DOC_PART_ROWS`` documents.
 """
@@ -95,10 +97,11 @@ class Writer:
         if row.chunks:
             assert row.vectors is not None, "chunks reached the writer without vectors"
             self.sink.add(row.chunks, row.vectors)
-        outcome = self.assembler.add(row.doc, row.job, row.facts, [c.chunk_id for c in row.chunks])
+        outcome = self.assembler.add(row.doc, row.job, row.facts, [c.chunk_id for c in row.chunks],
+                                     row.source_version)
         if outcome is None:
             return
-        if outcome.num_chunks:
+        if outcome.num_chunks or outcome.replaces_old:
             self.waiting.append(outcome)
         else:
             self.close(outcome)
@@ -107,19 +110,22 @@ class Writer:
         self.sink.commit()
         self.last_commit = time.monotonic()
         waiting, self.waiting = self.waiting, []
+        # A changed file gets a new doc_id, and new settings a new plan: chunks of either must not linger. Deleted
+        # once the new chunks are committed, before any ledger entry says the document is done.
+        replacing = [o for o in waiting if o.replaces_old]
+        if replacing:
+            self.store.delete_stale([(o.record.source_uri, o.record.doc_id, o.chunk_ids) for o in replacing])
         for outcome in waiting:
             self.close(outcome)
 
     def close(self, outcome: DocumentOutcome) -> None:
+        """Record a document whose chunks (if any) are committed and whose stale chunks are gone."""
         rec = outcome.record
         if outcome.indexed and not outcome.complete:
             self.kept_old.append(rec.doc_id)
-        elif outcome.indexed:
-            # A changed file gets a new doc_id, and new settings a new plan: chunks of either must not linger.
-            self.store.delete_other_versions(rec.source, rec.doc_id)
-            self.store.delete_doc_except(rec.doc_id, set(outcome.chunk_ids))
-            if self.ledger is not None:
-                self.ledger.mark_done(rec.doc_id, status=str(rec.status), chunks=outcome.num_chunks, source=rec.source)
+        elif outcome.replaces_old and self.ledger is not None:
+            self.ledger.mark_done(rec.doc_id, source_uri=rec.source_uri, source_version=outcome.source_version,
+                                  status=str(rec.status), chunks=outcome.num_chunks, source=rec.source)
         t = self.totals
         t.documents += 1
         t.by_status[str(rec.status)] = t.by_status.get(str(rec.status), 0) + 1
