@@ -18,6 +18,36 @@ SOFT_HYPHENS = "\u00ad\ufffe\u0002"
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|[-,]bd\b|\bbd\b", re.I)
 _ITALIC_NAME = re.compile(r"italic|oblique|[-,]it\b", re.I)
 _MONO_NAME = re.compile(r"mono|courier|consol|typewriter|lmtt|cmtt", re.I)
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def safe_text(text: str) -> str:
+    """``text`` with UTF-16 surrogate pairs held as two code points combined into one character, and any lone
+    surrogate turned into U+FFFD: a lone surrogate cannot be encoded as UTF-8, so Arrow, JSON writers and Milvus
+    reject the whole row that carries one."""
+    if not _SURROGATE.search(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def char_at(textpage: pdfium_c.FPDF_TEXTPAGE, i: int, n: int) -> tuple[str, int]:
+    """The character at pdfium char index ``i`` and how many indexes it takes.
+
+    pdfium reports one UTF-16 code unit per index: a character outside the Basic Multilingual Plane (mathematical
+    alphanumerics, emoji, CJK extension B) is a high surrogate at ``i`` and its low surrogate at ``i + 1``, both with
+    the same box. They are combined here; a surrogate without its partner becomes U+FFFD. Returns ("", 1) for
+    code 0 and values outside Unicode.
+    """
+    code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+    if 0xD800 <= code <= 0xDBFF:
+        low = pdfium_c.FPDFText_GetUnicode(textpage, i + 1) if i + 1 < n else 0
+        if 0xDC00 <= low <= 0xDFFF:
+            return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), 2
+        return REPLACEMENT, 1
+    if 0xDC00 <= code <= 0xDFFF:
+        return REPLACEMENT, 1
+    return (chr(code) if 0 < code < 0x110000 else ""), 1
 
 
 @dataclass(frozen=True)
@@ -161,12 +191,15 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
                 lines.append(cur)
             cur, sizes, counts = Line(), {}, [0, 0, 0, 0]
 
-        for i in range(n):
-            code = pdfium_c.FPDFText_GetUnicode(tp, i)
-            if code in (10, 13):
+        i, step = 0, 0
+        while True:
+            i += step
+            if i >= n:
+                break
+            ch, step = char_at(tp, i, n)
+            if ch in ("\n", "\r"):
                 flush()
                 continue
-            ch = chr(code) if 0 < code < 0x110000 else ""
             if not ch:
                 continue
             if ch in SOFT_HYPHENS:
