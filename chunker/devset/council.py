@@ -13,8 +13,9 @@ _PROJECTS = ("resurfacing of the High Street footpaths", "new play equipment in 
              "a community orchard on the old allotment site", "LED street lighting on the ring road",
              "a safer crossing outside St Anne's Primary School", "tree planting along the canal towpath",
              "a youth club in the former library building", "repairs to the bandstand roof")
-_BANDS = (("A", "up to 40,000"), ("B", "40,001 to 52,000"), ("C", "52,001 to 68,000"), ("D", "68,001 to 88,000"),
-          ("E", "88,001 to 120,000"), ("F", "120,001 to 160,000"), ("G", "160,001 to 320,000"), ("H", "over 320,000"))
+_BANDS = (("A", "up to \u00a340,000"), ("B", "\u00a340,001 to \u00a352,000"), ("C", "\u00a352,001 to \u00a368,000"),
+          ("D", "\u00a368,001 to \u00a388,000"), ("E", "\u00a388,001 to \u00a3120,000"),
+          ("F", "\u00a3120,001 to \u00a3160,000"), ("G", "\u00a3160,001 to \u00a3320,000"), ("H", "over \u00a3320,000"))
 _RATIO = {"A": 6, "B": 7, "C": 8, "D": 9, "E": 11, "F": 13, "G": 15, "H": 18}
 
 
@@ -87,7 +88,7 @@ def build(c: Corpus) -> None:
     charges = {}
     for band, value in _BANDS:
         charges[band] = f"{band_d * _RATIO[band] / 9:,.2f}"
-        rows.append([band, f"\u00a3{value}", "\u00a3", charges[band]])
+        rows.append([band, value, "\u00a3", charges[band]])
     pdf.para("Your band depends on the value of your home on 1 April 1991. The charge for 2024/25 includes the "
              "police and fire precepts.")
     pdf.ruled_table(TableSpec(header=[["Band", "Property value (1 April 1991)", "", "Annual charge"]], rows=rows,

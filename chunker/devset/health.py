@@ -182,7 +182,7 @@ def build(c: Corpus) -> None:
                                   "Mon-Sat 08:00-20:00"])
         rows.append([site, f"{address}\nTel. {phone}", "\n".join(f"\u2022 {s}" for s in services), hours[site]])
     pdf.ruled_table(TableSpec(header=[["Site", "Address and telephone", "Services", "Opening times"]], rows=rows,
-                              widths=[38.0, 50.0, 45.0, 37.0], grid=False))
+                              widths=[38.0, 50.0, 45.0, 37.0], grid=False, hanging_bullets=True))
     name = c.save(pdf, f"{TRUST} Sites and Services Directory.pdf", ORG)
     for site, address, phone in _SITES:
         k = rng.randrange(3)

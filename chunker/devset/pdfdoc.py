@@ -72,6 +72,7 @@ class TableSpec:
     spans: list[tuple[str, int, int]] = field(default_factory=list)
     line_h: float = 5.0
     size: float | None = None
+    hanging_bullets: bool = False  # "• item" lines drawn as a bullet with the item indented past it (a list)
 
 
 class DevPdf(FPDF):
@@ -202,9 +203,14 @@ class DevPdf(FPDF):
             y = self.get_y()
             for c, lines in enumerate(wrapped):
                 for k, line in enumerate(lines):
-                    self.set_xy(col_x(c) + 1 + (indent if c == 0 else 0), y + k * lh + 0.6)
-                    self.cell(spec.widths[c] - 2 - (indent if c == 0 else 0), lh, line,
-                              align=(align or aligns)[c])
+                    x = col_x(c) + 1 + (indent if c == 0 else 0)
+                    w = spec.widths[c] - 2 - (indent if c == 0 else 0)
+                    if spec.hanging_bullets and line.startswith("\u2022 "):
+                        self.set_xy(x, y + k * lh + 0.6)
+                        self.cell(4, lh, "\u2022")
+                        x, w, line = x + 4.5, w - 4.5, line[2:]
+                    self.set_xy(x, y + k * lh + 0.6)
+                    self.cell(w, lh, line, align=(align or aligns)[c])
             h = n * lh + 1.2
             if spec.grid:
                 for c in range(len(spec.widths)):
