@@ -87,6 +87,15 @@ def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
     return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
+def search_text(chunk: Chunk) -> str:
+    """What BM25 indexes: the chunk text with its breadcrumb, counted once (the planner already starts the text
+    with it; twice would let a word of the heading chain outweigh the same word in the body)."""
+    crumb = chunk.breadcrumb.strip()
+    if not crumb or chunk.text.startswith(crumb):
+        return chunk.text
+    return f"{crumb}\n{chunk.text}"
+
+
 def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
     """The Milvus row of one chunk (the sparse vector is filled by the BM25 function)."""
     return {
@@ -95,7 +104,7 @@ def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
         "source_uri": _clip_utf8(chunk.source_uri, _VARCHAR_SIZES["source_uri"]),
         "breadcrumb": _clip_utf8(chunk.breadcrumb, _VARCHAR_SIZES["breadcrumb"]),
         "text": _clip_utf8(chunk.text),
-        "search_text": _clip_utf8(f"{chunk.breadcrumb}\n{chunk.text}" if chunk.breadcrumb else chunk.text),
+        "search_text": _clip_utf8(search_text(chunk)),
         "dense": np.asarray(vector, dtype=np.float32).tolist(),
         "page_start": int(chunk.page_start), "page_end": int(chunk.page_end),
         "modality": chunk.modality, "planner": chunk.planner, "config_hash": chunk.config_hash,

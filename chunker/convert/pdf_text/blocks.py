@@ -58,6 +58,14 @@ def _is_data_row(cells: list[str]) -> bool:
     return bool(rest) and 2 * sum(bool(_FIGURE.search(_YEAR_OR_DATE.sub("", c))) for c in rest) >= len(rest)
 
 
+def _ocr_title(text: str) -> bool:
+    """A scanned page's title line: OCR gives no font facts, but a short line of capitals standing on its own
+    ("ACME PUMPS CUSTOMER NOTICE", "NOTICE OF ASSESSMENT") is how notices, letters and forms set a title."""
+    letters = [c for c in text if c.isalpha()]
+    return 6 <= len(letters) and len(text) <= 60 and all(c.isupper() for c in letters) \
+        and not _SENTENCE_END.search(text) and _list_marker(text) is None
+
+
 def md_is_number(marker: str) -> bool:
     return marker[:1].isdigit()
 
@@ -209,7 +217,11 @@ class PageWriter:
 
     def line(self, i: int, line: Line, prev: Line | None, nxt: Line | None) -> None:
         text = line.text
-        level = 0 if self.page.ocr else heading_level(line, self.stats, self._standalone(line, prev, nxt))
+        standalone = self._standalone(line, prev, nxt)
+        if self.page.ocr:
+            level = self.stats.bold_level if standalone and _ocr_title(text) else 0
+        else:
+            level = heading_level(line, self.stats, standalone)
         if level:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
                     and prev.size == line.size and self._wraps_heading(prev, line):
