@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import logging
 import os
-from pathlib import Path
+import re
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 import numpy as np
@@ -87,13 +88,20 @@ def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
     return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
+def source_words(source: str) -> str:
+    """A document's file name as words ("filings/BWH_QR_2024-06-30.pdf" -> "BWH QR 2024 06 30")."""
+    return re.sub(r"[\s_.\-]+", " ", PurePath(source).stem).strip() if source else ""
+
+
 def search_text(chunk: Chunk) -> str:
-    """What BM25 indexes: the chunk text with its breadcrumb, counted once (the planner already starts the text
-    with it; twice would let a word of the heading chain outweigh the same word in the body)."""
+    """What BM25 indexes: the document's file name, then the chunk text with its breadcrumb counted once (the
+    planner already starts the text with it; twice would let a word of the heading chain outweigh the same word in
+    the body). The file name is document-level context the chunk text often lacks: the issuer and period of a
+    filing, the model of a specification sheet, live on a cover page and in the name, not in a table's rows."""
     crumb = chunk.breadcrumb.strip()
-    if not crumb or chunk.text.startswith(crumb):
-        return chunk.text
-    return f"{crumb}\n{chunk.text}"
+    body = chunk.text if not crumb or chunk.text.startswith(crumb) else f"{crumb}\n{chunk.text}"
+    name = source_words(chunk.source)
+    return f"{name}\n{body}" if name else body
 
 
 def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:

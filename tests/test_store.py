@@ -333,3 +333,16 @@ def test_lite_server_over_http(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_bm25_text_has_the_file_name_and_the_breadcrumb_once() -> None:
+    from chunker.store import search_text, source_words
+
+    c = Chunk(chunk_id="x", doc_id="d", element_ids=["d:1"], text="Notes > Debt\n\nTotal debt $49,046.",
+              breadcrumb="Notes > Debt", page_start=3, page_end=3, modality="table", planner="p", config_hash="h",
+              source="filings/BWH_QR_2024-06-30.pdf")
+    assert source_words(c.source) == "BWH QR 2024 06 30" and source_words("") == ""
+    assert search_text(c) == "BWH QR 2024 06 30\nNotes > Debt\n\nTotal debt $49,046."
+    assert chunk_row(c, vecs(1)[0])["search_text"] == search_text(c)
+    bare = Chunk(**{**c.__dict__, "text": "Total debt $49,046.", "source": ""})
+    assert search_text(bare) == "Notes > Debt\nTotal debt $49,046."  # a crumb the text lacks is added
