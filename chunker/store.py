@@ -81,8 +81,13 @@ def analyzer_params(analyzer: str, lite: bool) -> dict[str, Any]:
 
 
 def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
-    # VARCHAR limits count bytes; cut on a character boundary so the row is still valid UTF-8.
-    raw = text.encode("utf-8")
+    # VARCHAR limits count bytes; cut on a character boundary so the row is still valid UTF-8. A lone surrogate
+    # (a file name's undecodable byte, a broken text layer) cannot be UTF-8 at all: it becomes U+FFFD, pairs join.
+    try:
+        raw = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        raw = text.encode("utf-8")
     if len(raw) <= max_bytes:
         return text
     return raw[:max_bytes].decode("utf-8", errors="ignore")

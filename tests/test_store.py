@@ -346,3 +346,12 @@ def test_bm25_text_has_the_file_name_and_the_breadcrumb_once() -> None:
     assert chunk_row(c, vecs(1)[0])["search_text"] == search_text(c)
     bare = Chunk(**{**c.__dict__, "text": "Total debt $49,046.", "source": ""})
     assert search_text(bare) == "Notes > Debt\nTotal debt $49,046."  # a crumb the text lacks is added
+
+
+def test_row_strings_are_valid_utf8_whatever_the_input() -> None:
+    c = Chunk(chunk_id="x", doc_id="d", element_ids=["d:1"], text="a\ud835b \ud835\udc65", breadcrumb="B\udcff",
+              page_start=1, page_end=1, modality="text", planner="p", config_hash="h", source="odd\udcfe.pdf")
+    row = chunk_row(c, vecs(1)[0])
+    assert row["text"] == "a\ufffdb \U0001D465" and row["breadcrumb"] == "B\ufffd" and row["source"] == "odd\ufffd.pdf"
+    for key in ("text", "breadcrumb", "source", "search_text"):
+        row[key].encode("utf-8")
