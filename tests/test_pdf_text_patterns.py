@@ -40,9 +40,9 @@ def test_words_hyphenated_in_cells_and_headings_are_whole(tmp_path: Path) -> Non
     pdf.set_right_margin(120)
     pdf.doc_title("Pump Specification Documentation")
     pdf.set_right_margin(20)
-    pdf.ruled_table(TableSpec(header=[["Center", "Address"]], rows=[
-        ["Stavanger Service Center", "Forusbeen 78, Stavanger"], ["Trondheim Service Center", "Heggstadmyra 6, Heimdal"]],
-        widths=[24.0, 40.0], grid=True))
+    rows = [["Stavanger Service Center", "Forusbeen 78, Stavanger"],
+            ["Trondheim Service Center", "Heggstadmyra 6, Heimdal"]]
+    pdf.ruled_table(TableSpec(header=[["Center", "Address"]], rows=rows, widths=[24.0, 40.0], grid=True))
     md = _markdown(pdf, tmp_path / "hyphen.pdf")
     heads = _headings(md)
     assert heads[0][1] == "Pump Specification Documentation", heads

@@ -77,7 +77,8 @@ def _quarters(c: Corpus, scale: int) -> dict[tuple[int, int], Quarter]:
                 other=int(scale * rng.uniform(-0.012, 0.006)), tax_rate=rng.uniform(0.19, 0.26),
                 shares=int(scale * rng.uniform(0.3, 0.32)) + 1, segments=(seg_a, seg_b, sales - seg_a - seg_b),
                 ocf_adj=int(sales * rng.uniform(0.03, 0.045)), wc=int(sales * rng.uniform(-0.06, 0.03)),
-                capex=int(sales * rng.uniform(0.025, 0.05)), dividends=int(scale * 0.02), repay=int(scale * rng.choice([0, 0.02, 0.05])),
+                capex=int(sales * rng.uniform(0.025, 0.05)), dividends=int(scale * 0.02),
+                repay=int(scale * rng.choice([0, 0.02, 0.05])),
             )
     return out
 
@@ -178,7 +179,8 @@ def build(c: Corpus) -> None:
         balances: dict[tuple[int, int], dict[str, int]] = {}
         for (year, q), qq in sorted(quarters.items()):
             cash = max(int(scale * 0.1), cash + qq.net + qq.ocf_adj + qq.wc - qq.capex - qq.dividends - qq.repay)
-            debt = {k: max(0, v - (qq.repay if k.startswith("Term") else 0) + (int(scale * rng.uniform(-0.05, 0.05)) if k.startswith("Rev") else 0))
+            debt = {k: max(0, v - (qq.repay if k.startswith("Term") else 0)
+                           + (int(scale * rng.uniform(-0.05, 0.05)) if k.startswith("Rev") else 0))
                     for k, v in debt.items()}
             ar, inv = int(qq.sales * rng.uniform(0.55, 0.7)), int(qq.sales * rng.uniform(0.6, 0.8))
             ppe, gw = int(scale * 1.4 + year % 10 * 1000), int(scale * 0.9)
@@ -260,7 +262,8 @@ def build(c: Corpus) -> None:
             # -- segments -------------------------------------------------------------------------------------------
             pdf.heading("Note 9. Segment Information", 3)
             pdf.para(f"We report three segments: {', '.join(segments[:-1])} and {segments[-1]}. Net sales by segment:")
-            seg_vals = lambda qq: {**{s: money(v) for s, v in zip(segments, qq.segments)}, "Total net sales": money(qq.sales)}  # noqa: E731
+            seg_vals = lambda qq: {**{s: money(v) for s, v in zip(segments, qq.segments)},  # noqa: E731
+                                   "Total net sales": money(qq.sales)}
             pdf.ruled_table(_statement([(str(year), seg_vals(cur)), (str(year - 1), seg_vals(prior))],
                                        [(f"Three Months Ended {month} {day},", 2)],
                                        [(s, "first" if i == 0 else "") for i, s in enumerate(segments)]
@@ -316,7 +319,8 @@ def build(c: Corpus) -> None:
                       [(d, f"{key} Three Months Ended {month} {day} {year} {iv[key]}") for d in docs_with(year, q)],
                       iv[key])
             c.ask(ORG, "Numeric", f"What were {short}'s diluted earnings per share for {qend}?",
-                  [(d, f"Diluted earnings per share Three Months Ended {month} {day} {year} {iv['Diluted earnings per share']}")
+                  [(d, f"Diluted earnings per share Three Months Ended {month} {day} {year} "
+                       f"{iv['Diluted earnings per share']}")
                    for d in docs_with(year, q)], iv["Diluted earnings per share"])
             if q > 1:
                 yv = _income_values(_ytd_quarter(quarters, year, q))
@@ -329,7 +333,8 @@ def build(c: Corpus) -> None:
                 key = rng.choice(["Net sales", "Net income", "Operating income"])
                 pend = f"{month} {day}, {year - 1}"
                 c.ask(ORG, "Numeric", f"What was {short}'s {key.lower()} for the three months ended {pend}?",
-                      [(d, f"{key} Three Months Ended {month} {day} {year - 1} {pv[key]}") for d in docs_with(year - 1, q)], pv[key])
+                      [(d, f"{key} Three Months Ended {month} {day} {year - 1} {pv[key]}")
+                       for d in docs_with(year - 1, q)], pv[key])
             for key in rng.sample(["Cash and cash equivalents", "Inventories", "Total assets", "Accounts payable",
                                    "Total current liabilities", "Total stockholders' equity", "Goodwill"], 2):
                 c.ask(ORG, "Numeric", c.pick([f"What was {short}'s {key.lower()} as of {end}?",

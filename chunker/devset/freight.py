@@ -58,12 +58,14 @@ def build(c: Corpus) -> None:
         remote = rng.choice([4.5, 6.0, 7.5])
         pdf.heading("Surcharges", 2)
         pdf.ruled_table(TableSpec(header=[["Surcharge", "Amount"]], rows=[
-            ["Fuel surcharge", f"{fuel}% of the freight price"], ["Islands and remote areas", f"\u20ac {remote:.2f} per shipment"],
+            ["Fuel surcharge", f"{fuel}% of the freight price"],
+            ["Islands and remote areas", f"\u20ac {remote:.2f} per shipment"],
             ["Tail-lift delivery", "\u20ac 18.00 per pallet"], ["Saturday delivery", "\u20ac 12.50 per shipment"]],
             widths=[70.0, 90.0]))
         name = c.save(pdf, f"Rate Card {region} 2024.pdf", ORG)
         for band, z in rng.sample(list(rates), 4):
-            c.ask(ORG, "Numeric", c.pick([f"How much does it cost to send a {band} kg shipment to zone {z} from the {region} region?",
+            c.ask(ORG, "Numeric", c.pick([f"How much does it cost to send a {band} kg shipment to zone {z} from the "
+                                          f"{region} region?",
                                           f"What is the {region} region price for {band} kg to zone {z}?"]),
                   [(name, f"{band} Zone {z} \u20ac {rates[(band, z)]}")], rates[(band, z)])
         c.ask(ORG, "Numeric", f"What is the fuel surcharge for shipments from the {region} region?",
@@ -127,7 +129,7 @@ def build(c: Corpus) -> None:
           [(name, f"Compensation is limited to {cap} SDR per kilogram of gross weight")], f"{cap}")
     c.ask(ORG, "Factual", "How long do I have to send supporting documents for a freight claim?",
           [(name, f"Supporting documents must reach us within {proof} days of the claim.")], f"{proof} days")
-    # -- depots: bullets in cells, rules only (no grid) ----------------------------------------------------------------------
+    # -- depots: bullets in cells, boxed or ruled ----------------------------------------------------------------
     st = Style(family="Helvetica", body=9.5, sizes=(17, 12.5, 10.5), footer=f"{CARRIER} Depots", page_label="{n}")
     pdf = DevPdf(st, title="Depot Directory")
     pdf.add_page()

@@ -43,7 +43,8 @@ def build(c: Corpus) -> None:
         notice = rng.choice([24, 48, 72])
         length = rng.choice([30, 45, 60, 90])
         wait = rng.choice([6, 8, 12, 18])
-        parking = rng.choice(["free for the first two hours", "charged at \u00a31.50 per hour", "free for Blue Badge holders only",
+        parking = rng.choice(["free for the first two hours", "charged at \u00a31.50 per hour",
+                              "free for Blue Badge holders only",
                               "available in the multi-storey car park on Station Road"])
         st = Style(family="Helvetica", body=9.5, sizes=(17, 12.5, 10.5), header=f"{TRUST} \u2013 Patient Information",
                    footer=f"Leaflet {clinic[:3].upper()}-{rng.randint(10, 99)}", page_label="Page {n} of {m}")
@@ -90,7 +91,8 @@ def build(c: Corpus) -> None:
                   [(name, f"Parking at {place.split(',')[0]} is {parking}.")], parking)
     # -- policies with long titles --------------------------------------------------------------------------------
     for title, kind in _POLICIES:
-        st = Style(family="Times", body=10.5, sizes=(17, 13, 11), footer=f"{TRUST} \u2013 Policy {kind.upper()}-0{rng.randint(1, 9)}",
+        st = Style(family="Times", body=10.5, sizes=(17, 13, 11),
+                   footer=f"{TRUST} \u2013 Policy {kind.upper()}-0{rng.randint(1, 9)}",
                    page_label="Page {n}", title_align="C", title_leading=1.6)
         pdf = DevPdf(st, title=title)
         pdf.add_page()

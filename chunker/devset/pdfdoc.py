@@ -198,7 +198,8 @@ class DevPdf(FPDF):
 
         def draw_row(cells: list[str], bold: bool, indent: float = 0.0, align: list[str] | None = None) -> float:
             self.use_font("B" if bold else "", size)
-            wrapped = [self._cell_lines(t, w - (indent if c == 0 else 0)) for c, (t, w) in enumerate(zip(cells, spec.widths))]
+            wrapped = [self._cell_lines(t, w - (indent if c == 0 else 0))
+                       for c, (t, w) in enumerate(zip(cells, spec.widths))]
             n = max(len(w) for w in wrapped)
             y = self.get_y()
             for c, lines in enumerate(wrapped):

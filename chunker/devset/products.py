@@ -55,7 +55,8 @@ def _specs(c: Corpus) -> dict[str, dict[str, str]]:
         base_casing = rng.choice(_CASINGS)
         for k, size in enumerate(sizes):
             n = int(size)
-            flow = round((18 + 0.55 * n + rng.randint(-4, 4)) if fam == "HX" else (6 + 0.4 * n) if fam == "VX" else 22 + rng.randint(0, 6))
+            flow = round((18 + 0.55 * n + rng.randint(-4, 4)) if fam == "HX"
+                         else (6 + 0.4 * n) if fam == "VX" else 22 + rng.randint(0, 6))
             out[f"{fam}-{size}"] = {
                 "Maximum flow rate": f"{flow} m\u00b3/h",
                 "Maximum head": f"{(28 + k * 17 + rng.randint(0, 6)) if fam != 'VX' else 85 + n + rng.randint(0, 9)} m",

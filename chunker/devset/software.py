@@ -57,7 +57,8 @@ def build(c: Corpus) -> None:
             code += 1
         used.add(code)
         problem = _PROBLEMS[(i * 7 + rng.randint(0, 3)) % len(_PROBLEMS)]
-        http = rng.choice(["400", "401", "403", "404", "409", "422", "429"]) if base == 4000 else rng.choice(["500", "502", "503"])
+        http = rng.choice(["400", "401", "403", "404", "409", "422", "429"]) if base == 4000 \
+            else rng.choice(["500", "502", "503"])
         retry = "Yes" if base == 5000 or http == "429" else "No"
         errors.append([f"QL-{code}", http, f"{area.capitalize()}: {problem}", retry])
     errors.sort(key=lambda r: r[0])

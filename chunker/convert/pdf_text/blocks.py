@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from chunker.convert.pdf_text.cells import DIGITS, YEAR_OR_DATE
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
@@ -48,14 +49,10 @@ def _list_marker(text: str) -> tuple[str, int] | None:
     return None
 
 
-_FIGURE = re.compile(r"\d")
-_YEAR_OR_DATE = re.compile(r"\b(?:19|20)\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b", re.I)
-
-
 def _is_data_row(cells: list[str]) -> bool:
     """Half or more of the cells after the first hold figures other than years and dates."""
     rest = [c for c in cells[1:] if c.strip()]
-    return bool(rest) and 2 * sum(bool(_FIGURE.search(_YEAR_OR_DATE.sub("", c))) for c in rest) >= len(rest)
+    return bool(rest) and 2 * sum(bool(DIGITS.search(YEAR_OR_DATE.sub("", c))) for c in rest) >= len(rest)
 
 
 def _ocr_title(text: str) -> bool:
@@ -226,8 +223,8 @@ class PageWriter:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
                     and prev.size == line.size and self._wraps_heading(prev, line):
                 # A heading wrapped over two lines is one heading (a word cut by a hyphen joined again).
-                merged = "#" * level + " " + join_wrapped(
-                    self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else ""), text, self.state.keep_hard_hyphens)
+                first = self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else "")
+                merged = "#" * level + " " + join_wrapped(first, text, self.state.keep_hard_hyphens)
                 self.out[-1] = merged
                 self.state.heading_path[-1] = (level, merged[level + 1:])
                 return

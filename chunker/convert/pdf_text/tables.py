@@ -18,16 +18,14 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chunker.convert.pdf_text.textlayer import CURRENCY, WORD_BREAK, PageText, join_wrapped
+from chunker.convert.pdf_text.cells import (DIGITS, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
+                                            compose_header, headerish, merge_currency_columns, visual_rows)
+from chunker.convert.pdf_text.textlayer import CURRENCY, PageText
 
 _HRULE_MAX_H = 3.0
 _MIN_RULE_W = 15.0
 _SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates cells
-_DIGITS = re.compile(r"\d")
 _BULLET_ONLY = re.compile(r"^[•●▪■◦‣∙·○◆◇►▸➢✓✔–-]$")
-_SIGN_SPACE = re.compile(r"^([" + CURRENCY + r"])\s+(?=[\d(])")
-# A header cell may hold years and dates ("June 30, 2024", "FY2023") but no other figures.
-_YEAR_OR_DATE = re.compile(r"\b(?:19|20)\d{2}\b|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\b", re.I)
 
 
 @dataclass
@@ -125,17 +123,7 @@ def _trim_ornaments(stack: list[tuple[float, float, float]]) -> list[tuple[float
     return stack
 
 
-@dataclass
-class _Seg:
-    text: str
-    x0: float
-    x1: float
-    y: float
-    line: int
-    bold: bool
-
-
-def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[_Seg]:
+def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[Seg]:
     out = []
     for i in idx:
         ln = page.lines[i]
@@ -155,19 +143,19 @@ def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[_Seg]:
                 # is part of the figure: as a column of its own it would be too sparse to separate cleanly.
                 text, b = f"{text}{nxt[0]}", nxt[2]
                 k += 1
-            out.append(_Seg(text, a, b, y, i, ln.bold))
+            out.append(Seg(text, a, b, y, i, ln.bold))
             k += 1
     return out
 
 
-def _columns(segs: list[_Seg], cuts: list[float]) -> list[tuple[float, float, float]]:
+def _columns(segs: list[Seg], cuts: list[float]) -> list[tuple[float, float, float]]:
     """Column separators: ruled ones if any, else gaps in the text. A gap of the whole projection is one; so is a
     gap that at least two visual rows share when at most one cell crosses it (a wide cell overflowing into the
     next column's margin closes the projection gap but not the rows' gaps)."""
     if cuts:
         return [(c, c, c) for c in sorted(cuts)]
     gaps: list[tuple[float, float]] = []
-    for row in _visual_rows(segs):
+    for row in visual_rows(segs):
         end = row[0].x1
         for s in row[1:]:
             if s.x0 > end + 2.0:
@@ -205,10 +193,10 @@ def _columns(segs: list[_Seg], cuts: list[float]) -> list[tuple[float, float, fl
     return seps
 
 
-def _split_crossing(page: PageText, segs: list[_Seg], seps: list[tuple[float, float, float]]) -> list[_Seg]:
+def _split_crossing(page: PageText, segs: list[Seg], seps: list[tuple[float, float, float]]) -> list[Seg]:
     """Split a segment that crosses a separator at a word space inside that separator's gap: two touching cells
     ("Departure Arrival City", "Netherlands 6 months") that the text layer ran together."""
-    out: list[_Seg] = []
+    out: list[Seg] = []
     for s in segs:
         cross = [(x, a, b) for x, a, b in seps if s.x0 < x < s.x1]
         if len(cross) != 1 or cross[0][1] >= cross[0][2]:  # a title or note spanning columns stays whole
@@ -229,113 +217,8 @@ def _split_crossing(page: PageText, segs: list[_Seg], seps: list[tuple[float, fl
         for piece in filter(None, pieces):
             text = "".join(ln.chars[k] for k in piece).strip()
             if text:
-                out.append(_Seg(text, ln.xs0[piece[0]], max(ln.xs1[k] for k in piece), s.y, s.line, s.bold))
+                out.append(Seg(text, ln.xs0[piece[0]], max(ln.xs1[k] for k in piece), s.y, s.line, s.bold))
     return out
-
-
-def _visual_rows(segs: list[_Seg]) -> list[list[_Seg]]:
-    """Segments grouped into visual lines (by y), each sorted left to right."""
-    by_y: list[list[_Seg]] = []
-    for s in sorted(segs, key=lambda s: (s.y, s.x0)):
-        if by_y and abs(by_y[-1][0].y - s.y) < 3.0:
-            by_y[-1].append(s)
-        else:
-            by_y.append([s])
-    return [sorted(row, key=lambda s: s.x0) for row in by_y]
-
-
-def _col(x0: float, x1: float, seps: list[float]) -> int:
-    mid = (x0 + x1) / 2
-    return sum(1 for s in seps if s < mid)
-
-
-def _band_rows(segs: list[_Seg], seps: list[float], ncols: int, merge_all: bool) -> list[list[str]]:
-    """Rows of one band: visual lines grouped by y; a line with text in the first column opens a new row."""
-    rows: list[list[str]] = []
-    for vis in _visual_rows(segs):
-        cells = [""] * ncols
-        for s in vis:
-            c = _col(s.x0, s.x1, seps)
-            # Fragments side by side on one line: a soft hyphen means "continued on the next line", not here.
-            cells[c] = f"{cells[c]} {s.text}".strip()
-        # A line with text in the first column only wraps that column's cell of the row above, unless it is a
-        # section label ("Current assets:") or follows one.
-        wraps = bool(cells[0]) and not any(cells[1:]) and not cells[0].endswith(":") \
-            and not (rows and rows[-1][0].endswith(":") and not any(rows[-1][1:]))
-        if rows and (merge_all or not cells[0] or wraps):
-            rows[-1] = [join_wrapped(a, b) for a, b in zip(rows[-1], cells)]
-        else:
-            rows.append(cells)
-    return rows
-
-
-def _headerish(cells: list[str]) -> bool:
-    """A row that continues a table's header: no row label, and no figures but years and dates."""
-    rest = [c for c in cells[1:] if c]
-    return not cells[0] and bool(rest) and not any(_DIGITS.search(_YEAR_OR_DATE.sub("", c)) for c in rest)
-
-
-def _compose_header(segs: list[_Seg], whole: list[_Seg], seps: list[float], keep: list[int],
-                    body: list[_Seg], hrules: list[tuple[float, float, float]]) -> list[str]:
-    """Header cells from the header's segments (``whole``: the same before labels crossing a column gap were cut).
-
-    A label above further header rows that spans columns (a "Three Months Ended June 30," over its years) belongs
-    to each column it spans, so every column's header reads "Three Months Ended June 30, 2024". Its span is the
-    rule drawn right under it when there is one (filings and booktabs underline spanning labels), else the label's
-    own width; it spans a column when it covers at least half of that column's text. Other labels go to the column
-    they sit in."""
-    ext: dict[int, tuple[float, float]] = {}
-    for sg in body:
-        c = _col(sg.x0, sg.x1, seps)
-        lo, hi = ext.get(c, (sg.x0, sg.x1))
-        ext[c] = (min(lo, sg.x0), max(hi, sg.x1))
-    out = [""] * len(keep)
-    vis = _visual_rows(segs)
-    unsplit = _visual_rows(whole)
-    for n, row in enumerate(vis):
-        upper = n < len(vis) - 1  # only a label with more header below can span (a lone row's long label spills)
-        if upper and len(unsplit) == len(vis):
-            row = unsplit[n]  # spanning labels as written, not cut at column gaps
-        below = vis[n + 1][0].y if upper else 0.0
-        line = [""] * len(keep)  # this visual row's labels; side by side they join with a space
-        for sg in row:
-            lo, hi = sg.x0, sg.x1
-            if upper:
-                under = [r for r in hrules if sg.y < r[2] < below and r[0] - 2 <= (sg.x0 + sg.x1) / 2 <= r[1] + 2
-                         and r[1] - r[0] >= sg.x1 - sg.x0 - 2]
-                if under:
-                    lo, hi = min(lo, under[0][0]), max(hi, under[0][1])
-            covered = [k for k, c in enumerate(keep) if c in ext and upper
-                       and min(hi, ext[c][1]) - max(lo, ext[c][0]) >= 0.5 * max(ext[c][1] - ext[c][0], 1.0)]
-            own = _col(sg.x0, sg.x1, seps)
-            targets = covered if len(covered) >= 2 else [keep.index(own)] if own in keep else []
-            for k in targets:
-                line[k] = f"{line[k]} {sg.text}".strip()
-        out = [join_wrapped(a, b) for a, b in zip(out, line)]
-    return out
-
-
-def _merge_currency_columns(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]], list[int]]:
-    """A column holding nothing but currency signs ("$" on the first row and totals of a statement) joins the
-    figures to its right: "$" + "16,425" -> "$16,425"; values never shift into the sign's column."""
-    ncols = len(header)
-    signs = [c for c in range(ncols - 1)
-             if any(r[c] for r in rows) and all(not r[c] or r[c] in CURRENCY for r in rows)
-             and (not header[c] or header[c + 1].startswith(header[c]))]
-    if not signs:
-        return header, rows, list(range(ncols))
-    drop = set()
-    for c in signs:
-        if c + 1 in signs or c in drop:
-            continue
-        for r in rows:
-            if r[c] and r[c + 1]:
-                r[c + 1] = r[c] + r[c + 1]
-        if header[c] and not header[c + 1]:
-            header[c + 1] = header[c]
-        drop.add(c)
-    keep = [c for c in range(ncols) if c not in drop]
-    return [header[c] for c in keep], [[r[c] for c in keep] for r in rows], keep
 
 
 def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
@@ -433,59 +316,54 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     segs = _split_crossing(page, segs, found)
     seps = [x for x, _, _ in found]
     ncols = len(seps) + 1
-    band_rows: list[list[list[str]]] = []
-    band_segs: list[list[_Seg]] = []
+    per_band: list[list[list[str]]] = []
+    band_segs: list[list[Seg]] = []
     # A grid (ruled columns and a rule under every row) holds one row per band: every line of a band is part of
     # that row, so a cell wrapped over lines ("Bergen Service / Center") stays one cell.
     filled = [[s for s in segs if a < s.y < b] for a, b in bands]
     grid = bool(cuts) and sum(1 for f in filled if f) >= 3
     for in_band in filled:
         if in_band:
-            band_rows.append(_band_rows(in_band, seps, ncols, merge_all=grid))
+            per_band.append(band_rows(in_band, seps, ncols, merge_all=grid))
             band_segs.append(in_band)
     first = band_segs[0] if band_segs else []  # the first band holding text (an empty band above is common)
-    rows = [r for br in band_rows for r in br]
+    rows = [r for br in per_band for r in br]
     # Drop columns empty in every row (ruled frames at the table's edges make some).
     keep = [c for c in range(ncols) if any(r[c] for r in rows)]
     rows = [[r[c] for c in keep] for r in rows]
     if len(keep) < 2 or len(rows) < 2:
         return None
-    lefts = [min((s.x0 for s in segs if _col(s.x0, s.x1, seps) == c), default=x0) for c in keep]
+    lefts = [min((s.x0 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x0) for c in keep]
     n_head = 0
     bold_head = False
-    if len(band_rows) >= 2 and len(band_rows[0]) <= 3 and (
+    if len(per_band) >= 2 and len(per_band[0]) <= 3 and (
         all(s.bold for s in first)
-        or (len(band_rows[0]) < sum(len(br) for br in band_rows[1:]) and len(bands) <= 4)
-        or (not any(_DIGITS.search(c) for c in rows[0]) and any(_DIGITS.search(c) for r in rows[1:] for c in r))
-        or _headerish(rows[0])
+        or (len(per_band[0]) < sum(len(br) for br in per_band[1:]) and len(bands) <= 4)
+        or (not any(DIGITS.search(c) for c in rows[0]) and any(DIGITS.search(c) for r in rows[1:] for c in r))
+        or headerish(rows[0])
     ):
-        n_head, bold_head = len(band_rows[0]), all(s.bold for s in first)
+        n_head, bold_head = len(per_band[0]), all(s.bold for s in first)
     # A header may go on over further bands: rows with no label and no figures but years and dates
     # ("2024 | 2023" under "Three Months Ended June 30,"). Only whole bands count, so a data row never joins.
     head_bands = 1 if n_head else 0
-    while n_head and head_bands < len(band_rows) - 1 and len(band_rows[head_bands]) <= 2 and (
-            all(_headerish(r) for r in band_rows[head_bands])
+    while n_head and head_bands < len(per_band) - 1 and len(per_band[head_bands]) <= 2 and (
+            all(headerish(r) for r in per_band[head_bands])
             or (all(sg.bold for sg in band_segs[head_bands]) and not any(s.bold for s in band_segs[head_bands + 1])
-                and not any(_DIGITS.search(_YEAR_OR_DATE.sub("", c)) for r in band_rows[head_bands] for c in r))):
-        n_head += len(band_rows[head_bands])
+                and not any(DIGITS.search(YEAR_OR_DATE.sub("", c)) for r in per_band[head_bands] for c in r))):
+        n_head += len(per_band[head_bands])
         head_bands += 1
     if not n_head:
-        _, body, kept = _merge_currency_columns([""] * len(keep), [list(r) for r in rows])
-        return Table((x0, top, x1, bottom), None, _clean(body), set(idx), columns=[lefts[k] for k in kept])
+        _, body, kept = merge_currency_columns([""] * len(keep), [list(r) for r in rows])
+        return Table((x0, top, x1, bottom), None, clean_cells(body), set(idx), columns=[lefts[k] for k in kept])
     head_segs = [sg for band in band_segs[:head_bands] for sg in band]
     body_segs = [sg for band in band_segs[head_bands:] for sg in band]
     head_y = bands[0][0], max(sg.y for sg in head_segs) + 1
     spans = [r for r in _join_abutting(rules.horizontal) if head_y[0] < r[2] < head_y[1] and r[1] - r[0] < x1 - x0 - 4]
-    header = _compose_header(head_segs, [sg for sg in whole if head_y[0] < sg.y < head_y[1]], seps, keep, body_segs,
+    header = compose_header(head_segs, [sg for sg in whole if head_y[0] < sg.y < head_y[1]], seps, keep, body_segs,
                              spans)
-    header, body, kept = _merge_currency_columns(header, [list(r) for r in rows[n_head:]])
-    return Table((x0, top, x1, bottom), _clean([header])[0], _clean(body), set(idx), _clean(rows[:n_head]),
-                 bold_head, [lefts[k] for k in kept])
-
-
-def _clean(rows: list[list[str]]) -> list[list[str]]:
-    """Cells without the soft-hyphen marks that only guided the joining of wrapped fragments."""
-    return [[_SIGN_SPACE.sub(r"\1", c.replace(WORD_BREAK, "").strip()) for c in r] for r in rows]
+    header, body, kept = merge_currency_columns(header, [list(r) for r in rows[n_head:]])
+    return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx),
+                 clean_cells(rows[:n_head]), bold_head, [lefts[k] for k in kept])
 
 
 def same_layout(a: list[float], b: list[float], tol: float = 25.0) -> bool:
