@@ -283,10 +283,17 @@ class MilvusConfig(_Section):
 
 class RetrievalConfig(_Section):
     mode: Literal["dense", "sparse", "hybrid"] = Field("hybrid", description="Search legs used.")
-    fusion: Literal["rrf", "weighted"] = Field("rrf", description="How hybrid legs are fused.")
+    fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+        "adaptive", description="How hybrid legs are fused: adaptive (each leg's scores rescaled over its candidates "
+        "and weighted per query by how well it separates them; on the client), rrf or weighted (inside Milvus)."
+    )
     rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
     dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of the dense leg (weighted fusion).")
     candidates: int = Field(20, ge=1, le=1000, description="Top-N fetched per leg before rerank.")
+    duplicate_threshold: float = Field(
+        0.9, ge=0, le=1, description="A hit whose body shares at least this share of its words (Jaccard) with a "
+        "better-ranked hit moves below the distinct hits (near-duplicate documents); 1 turns it off."
+    )
     rerank: bool = Field(False, description="Rerank text/table questions with the cross-encoder.")
     reranker_model: str | None = Field(None, description="CrossEncoder model path (none bundled offline).")
     visual_keywords: list[str] = Field(

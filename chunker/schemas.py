@@ -11,7 +11,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from chunker.types import DocumentRecord, Problem, Stage, Status
+from chunker.types import DocumentRecord, Problem, Stage, Status, safe_text
 
 PROBLEM = pa.struct([("stage", pa.string()), ("code", pa.string()), ("message", pa.string())])
 
@@ -81,18 +81,6 @@ CHUNK = pa.schema([
     ("source", pa.string()),
     ("source_uri", pa.string()),
 ])
-
-def safe_text(value: str) -> str:
-    """``value`` as valid UTF-8 text: a lone surrogate (a PDF's broken UTF-16, a file name with odd bytes) becomes
-    U+FFFD instead of making Arrow, Parquet or JSON raise for the whole block."""
-    try:
-        value.encode("utf-8")
-        return value
-    except UnicodeEncodeError:
-        # Through UTF-16: a surrogate pair split into two code points is joined back into its character, and a
-        # truly lone surrogate becomes U+FFFD.
-        return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
-
 
 def _safe(value: Any) -> Any:
     if isinstance(value, str):

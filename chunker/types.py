@@ -52,6 +52,17 @@ class Problem:
         return cls(Stage(d["stage"]), d["code"], d["message"])
 
 
+def safe_text(text: str) -> str:
+    """``text`` as valid UTF-8 text: a surrogate pair held as two code points (a PDF's UTF-16) is joined into its
+    character, and a lone surrogate (a broken text layer, a file name's undecodable byte) becomes U+FFFD. A lone
+    surrogate cannot be encoded as UTF-8, so Arrow, Parquet, JSON writers and Milvus would reject the whole row."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
 def problems_text(problems: list[Problem], limit: int = 4000) -> str:
     """The human-readable reason column: every distinct message, in order."""
     return "; ".join(dict.fromkeys(p.message for p in problems))[:limit]

@@ -37,7 +37,7 @@ def load_queries(path: str) -> list[dict[str, Any]]:
             ev = [Evidence(doc=e["doc"], text=e.get("text", ""), pages=list(e.get("pages", [])))
                   for e in q.get("evidence", [])]
             out.append({"qid": str(q.get("qid", n)), "type": q.get("type", ""), "question": q["question"],
-                        "evidence": ev})
+                        "evidence": ev, "answer": str(q.get("answer") or "")})
         except (json.JSONDecodeError, KeyError, TypeError) as exc:
             raise SystemExit(f"error: {path} line {n}: needs 'question' and 'evidence' [{{doc, text}}] ({exc})")
     return out
@@ -54,7 +54,7 @@ def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     for q in queries:
         res = retriever.search(q["question"], k=k)
         hits = [RankedHit(h.source, h.text, h.page_start, h.page_end) for h in res.hits]
-        s = score_question(q["qid"], q["type"], hits, q["evidence"])
+        s = score_question(q["qid"], q["type"], hits, q["evidence"], q.get("answer", ""))
         scores.append(s)
         dump.append({**asdict(s), "top": [h.source for h in res.hits[:5]]})
     return scores, dump
@@ -116,16 +116,22 @@ def _row(name: str, mode: str, chunks: list[Any], agg: dict[str, Any]) -> dict[s
 
 def markdown_report(rows: list[dict[str, Any]], by_type: dict[str, Any], command: str) -> str:
     lines = ["# Retrieval evaluation", "", f"Command: `{command}`", "",
-             "| system | retrieval | chunks | mean chars | doc@5 | page@5 | mrr@10 | fact@2000 |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| system | retrieval | chunks | mean chars | doc@5 | page@5 | mrr@10 | fact@2000 | num@5 | hit chars |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+
+    def opt(v: float | None) -> str:
+        return "-" if v is None else f"{v:.3f}"
+
     for r in rows:
-        page = "-" if r["page@5"] is None else f"{r['page@5']:.3f}"
         lines.append(f"| {r['system']} | {r['mode']} | {r['chunks']} | {r['mean_chars']} | {r['doc@5']:.3f} | "
-                     f"{page} | {r['mrr@10']:.3f} | {r['fact@2000']:.3f} |")
-    lines += ["", "## Ours, by question type", "", "| type | questions | doc@5 | mrr@10 | fact@2000 |",
-              "| --- | --- | --- | --- | --- |"]
+                     f"{opt(r['page@5'])} | {r['mrr@10']:.3f} | {r['fact@2000']:.3f} | {opt(r.get('num@5'))} | "
+                     f"{r.get('hit_chars', 0):.0f} |")
+    lines += ["", "## Ours, by question type", "",
+              "| type | questions | doc@5 | mrr@10 | fact@2000 | num@5 (questions) |",
+              "| --- | --- | --- | --- | --- | --- |"]
     for t, a in by_type.items():
-        lines.append(f"| {t} | {a['questions']} | {a['doc@5']:.3f} | {a['mrr@10']:.3f} | {a['fact@2000']:.3f} |")
+        lines.append(f"| {t} | {a['questions']} | {a['doc@5']:.3f} | {a['mrr@10']:.3f} | {a['fact@2000']:.3f} | "
+                     f"{opt(a.get('num@5'))} ({a.get('num_questions', 0)}) |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,8 @@
 import pytest
 
 from chunker.eval.metrics import (Evidence, RankedHit, aggregate, aggregate_by_type, content_words, doc_at_k,
-                             fact_at_budget, mrr_at_k, page_at_k, score_question, spent_text_by_doc)
+                                  fact_at_budget, figures, hit_chars, mrr_at_k, num_at_k, page_at_k, score_question,
+                                  spent_text_by_doc)
 
 EV = [Evidence("dir/Baggage.pdf", "Each passenger may carry 23 kg in Economy.")]
 
@@ -60,3 +61,36 @@ def test_aggregate_overall_and_by_type():
     assert agg["questions"] == 2 and agg["doc@5"] == 0.5 and agg["page@5"] is None
     assert set(aggregate_by_type([s1, s2])) == {"Factual", "Procedural"}
     assert aggregate([])["doc@5"] == 0.0
+
+
+def test_figures_are_numbers_compared_by_value():
+    assert figures("Total debt $ 49,046 $ 42,051") == {"49046", "42051"}
+    assert figures("(1,234.50) rose 7.5% in 2022.") == {"1234.5", "7.5", "2022"}
+    assert figures("ratio 2.50 vs 002.5, code 12,50") == {"2.5", "12", "50"}
+    assert figures("no numbers here") == set()
+
+
+def test_num_at_k_counts_answer_figures_in_top_hits_of_supporting_documents():
+    ev = [Evidence("Q2.pdf", "Net sales were $16,425 and $18,765 for the quarter.")]
+    # Answer figures come from the answer when given.
+    hits = [h("Q2.pdf", "Net sales | $ | 16,425 | $ | 18,765"), h("Q1.pdf", "x")]
+    assert num_at_k(hits, ev, 5, answer="16,425") == 1.0
+    # Otherwise from the evidence: both figures.
+    assert num_at_k([h("Q2.pdf", "Net sales: 16425")], ev, 5) == 0.5
+    # The same figure in another document does not count (a different filing's 16,425 is not the answer).
+    assert num_at_k([h("Q1.pdf", "16,425 and 18,765")], ev, 5) == 0.0
+    # Only the top k hits are read.
+    assert num_at_k([h("Other.pdf")] * 5 + [h("Q2.pdf", "16,425 18,765")], ev, 5) == 0.0
+    # A question without figures does not count.
+    assert num_at_k(hits, [Evidence("Q2.pdf", "The filing names the auditor.")], 5) is None
+
+
+def test_aggregate_reports_num_at_5_over_numeric_questions_and_hit_chars():
+    ev = [Evidence("Q2.pdf", "Revenue was 120.")]
+    s1 = score_question("1", "Numeric", [h("Q2.pdf", "Revenue 120")], ev)
+    s2 = score_question("2", "Numeric", [h("Q2.pdf", "Revenue 99")], ev)
+    s3 = score_question("3", "Factual", [h("Q2.pdf", "abcd")], [Evidence("Q2.pdf", "no figure")])
+    agg = aggregate([s1, s2, s3])
+    assert agg["num@5"] == 0.5 and agg["num_questions"] == 2
+    assert hit_chars([h("A.pdf", "ab"), h("B.pdf", "abcd")]) == 3.0
+    assert aggregate([s3])["num@5"] is None

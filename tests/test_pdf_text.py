@@ -331,7 +331,9 @@ def test_guessed_header_on_a_continuation_page_is_a_data_row() -> None:
     assert "Part: Lifting eye; Size: M12; Qty: 40." in page_with(bold, head, cols)
     moved = Table(guessed.bbox, None, [["Drain plug", "G 1/2", "30"]] * 2, set(), columns=[57.0, 120.0, 400.0],
                   at_top=True)
-    assert page_with(moved, head, cols).startswith("| Drain plug | G 1/2 | 30 |")
+    md = page_with(moved, head, cols)
+    # A new table; its first row holds figures, so it stays a data row instead of labelling every other row.
+    assert md.startswith("| Column 1 | Column 2 | Column 3 |") and md.count("| Drain plug | G 1/2 | 30 |") == 2
 
 
 def _overflow_table_pdf(path: Path) -> None:

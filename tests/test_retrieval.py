@@ -149,6 +149,7 @@ class ScriptedReranker:
 def test_figure_boost_applies_to_visual_questions_only(embedder: Embedder) -> None:
     rows = [row("txt", 0.030), row("fig", 0.025, "figure")]
     cfg = Config()
+    cfg.retrieval.fusion = "rrf"  # the store's scores pass through unfused: the boost arithmetic is checked on them
     r = Retriever(cfg, store=FakeStore(rows), embedder=embedder)  # type: ignore[arg-type]
     visual = r.search("Show the block diagram", k=2).hits
     assert [h.chunk_id for h in visual] == ["fig", "txt"]
@@ -241,7 +242,8 @@ def test_search_many_matches_search_and_groups_by_filter(cfg: Config, store: Chu
     r._store = type("Spy", (), {"search_batch": staticmethod(spy)})()  # type: ignore[assignment]
     batch = r.search_many(queries)
     r._store = store
-    assert len(calls) == 3 and sorted(map(len, calls)) == [1, 1, 2]  # two unfiltered questions share one call
+    # One call per leg (dense, BM25) per filter group; the two unfiltered questions share their calls.
+    assert len(calls) == 6 and sorted(map(len, calls)) == [1, 1, 1, 1, 2, 2]
     for q, res in zip(queries, batch):
         assert not isinstance(res, Exception)
         one = r.search(q.question, k=q.k, filters=q.filters)
@@ -257,7 +259,7 @@ def test_search_many_keeps_errors_in_their_slot(embedder: Embedder) -> None:
     assert isinstance(out[0], ValueError) and isinstance(out[2], ValueError)
     assert isinstance(out[3], RerankerUnavailable)
     assert [h.chunk_id for h in out[1].hits] == ["a"]  # type: ignore[union-attr]
-    assert [c["texts"] for c in store.calls] == [["which part?"]]  # failed questions cost no search
+    assert all(c["texts"] == ["which part?"] for c in store.calls)  # failed questions cost no search
     assert r.search_many([]) == []
 
 
@@ -282,3 +284,42 @@ def test_query_embedding_cache_is_an_lru(embedder: Embedder) -> None:
     r.search("beta")
     assert encoded == [["alpha", "beta"], ["gamma"], ["beta"]]
     assert np.allclose(r._embed(["alpha"])[0], real(["alpha"])[0])
+
+
+# -- adaptive fusion and near-duplicates: pure functions ------------------------------------------------------------
+def test_leg_weight_is_the_legs_own_spread() -> None:
+    from chunker.index.retrieval import leg_weight
+
+    assert leg_weight([12.0, 6.0, 1.0]) == 1.0  # spread well past FLAT_SPREAD
+    assert leg_weight([0.60, 0.59, 0.57]) == pytest.approx((0.03 / 0.60) / 0.1)  # near-flat: little say
+    assert leg_weight([5.0, 5.0]) == 0.0 and leg_weight([3.0]) == 1.0 and leg_weight([]) == 0.0
+
+
+def test_adaptive_fusion_lets_the_separating_leg_decide_a_near_tie() -> None:
+    from chunker.index.retrieval import fuse_adaptive
+
+    def leg(*pairs: tuple[str, float]) -> list[dict]:
+        return [row(cid, sc) for cid, sc in pairs]
+
+    # Dense cannot tell two near-identical sheets apart (0.61 vs 0.60); BM25 can (the model code matched).
+    dense = leg(("hx100", 0.61), ("hx200", 0.60), ("other", 0.30))
+    sparse = leg(("hx200", 14.0), ("hx100", 7.0), ("other", 1.0))
+    assert [r["chunk_id"] for r in fuse_adaptive(dense, sparse)][:2] == ["hx200", "hx100"]
+    # Reciprocal ranks would call it a tie (1st + 2nd each); the mirror case goes to dense just the same.
+    dense = leg(("para", 0.70), ("wrong", 0.40), ("x", 0.20))
+    sparse = leg(("wrong", 9.1), ("para", 9.0), ("x", 8.9))  # BM25 nearly flat: its order is noise
+    fused = fuse_adaptive(dense, sparse)
+    assert fused[0]["chunk_id"] == "para" and fused[0]["score"] > fused[1]["score"]
+    # A chunk only one leg found still competes; an empty leg leaves the other's order.
+    assert [r["chunk_id"] for r in fuse_adaptive(dense, [])] == ["para", "wrong", "x"]
+
+
+def test_near_duplicates_move_below_distinct_hits() -> None:
+    from chunker.index.retrieval import demote_duplicates
+
+    spec = "Parameter: Maximum head; Value: 46 m.\nParameter: Motor power; Value: 4.0 kW."
+    rows = [row("sheet", 3.0, text=f"HX-200 Sheet > Performance\n\n{spec}"),
+            row("catalogue", 2.9, text=f"Catalogue > HX-200 Series\n\n{spec}"),
+            row("guide", 2.0, text="HX-200 Guide > Maintenance\n\nRegrease the bearings every 4000 hours.")]
+    assert [r["chunk_id"] for r in demote_duplicates(rows, 0.9)] == ["sheet", "guide", "catalogue"]
+    assert [r["chunk_id"] for r in demote_duplicates(rows, 1.0)] == ["sheet", "catalogue", "guide"]  # off

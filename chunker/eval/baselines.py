@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path, PurePath
 
+from chunker.types import safe_text
 from chunker.plan.deterministic import chunk_id
 from chunker.types import Chunk
 
@@ -19,7 +20,8 @@ def text_layer_pages(path: str) -> list[str]:
         for i in range(len(pdf)):
             page = pdf[i]
             tp = page.get_textpage()
-            out.append(tp.get_text_range())
+            # UTF-16 decoding pairs surrogates; a lone one becomes U+FFFD instead of vanishing or reaching Arrow.
+            out.append(safe_text(tp.get_text_range(errors="replace")))
             tp.close()
             page.close()
         return out

@@ -7,6 +7,13 @@
 * ``fact@budget``: read hits in rank order until ``budget`` characters are spent (the last one cut to what is left);
   for each supporting fact, the share of its content words found in the spent text of hits from that fact's
   document; averaged per question, then over questions.
+* ``num@k`` (numeric questions): the share of the answer's figures found among the number tokens of the top k hits
+  from a supporting document. The figures are the number tokens of the question's ``answer`` when it has one, else
+  of its evidence texts; a question without figures does not count. A number token is a run of digits with optional
+  thousands commas and decimals ("$ 16,425", "(1,234.50)", "7.5%"), compared by value as written: commas, currency
+  signs, signs and parentheses dropped, leading zeros and trailing decimal zeros removed ("16,425" = "16425",
+  "2.50" = "2.5"). It asks whether the figures themselves reached the reader, not just the right document.
+* ``hit chars``: mean length of the top 5 hits' text: what a reader spends per hit.
 
 Documents are matched by file name (evidence names ``X.pdf``; hits carry a path relative to the input root).
 """
@@ -29,11 +36,25 @@ with would you your yours yourself yourselves also may must shall via per etc wi
 """.split())
 
 _WORD = re.compile(r"[a-z0-9]+")
+# Thousands-grouped numbers first, so "16,425" is one figure; a plain run of digits otherwise.
+_NUMBER = re.compile(r"(?<![\d,.])\d{1,3}(?:,\d{3})+(?:\.\d+)?(?![\d]|,\d)|\d+(?:\.\d+)?")
 
 
 def content_words(text: str) -> set[str]:
     """Lower-cased alphanumeric words of 2+ characters, minus stop words."""
     return {w for w in _WORD.findall(text.lower()) if len(w) >= 2 and w not in STOP_WORDS}
+
+
+def _norm_number(raw: str) -> str:
+    whole, _, frac = raw.replace(",", "").partition(".")
+    whole = whole.lstrip("0") or "0"
+    frac = frac.rstrip("0")
+    return f"{whole}.{frac}" if frac else whole
+
+
+def figures(text: str) -> set[str]:
+    """The number tokens of ``text``, normalised (see the module docstring)."""
+    return {_norm_number(m.group(0)) for m in _NUMBER.finditer(text)}
 
 
 def doc_key(name: str) -> str:
@@ -109,6 +130,25 @@ def fact_at_budget(hits: Sequence[RankedHit], evidence: Sequence[Evidence], budg
     return sum(scores) / len(scores) if scores else 0.0
 
 
+def num_at_k(hits: Sequence[RankedHit], evidence: Sequence[Evidence], k: int = 5, answer: str = "") -> float | None:
+    """Share of the answer's figures among the number tokens of the top ``k`` hits from a supporting document;
+    None when the answer (or, without one, the evidence) holds no figure."""
+    wanted = figures(answer) if answer.strip() else set().union(*(figures(e.text) for e in evidence))
+    if not wanted:
+        return None
+    docs = {doc_key(e.doc) for e in evidence}
+    found: set[str] = set()
+    for h in hits[:k]:
+        if doc_key(h.source) in docs:
+            found |= figures(h.text)
+    return len(wanted & found) / len(wanted)
+
+
+def hit_chars(hits: Sequence[RankedHit], k: int = 5) -> float:
+    top = hits[:k]
+    return sum(len(h.text) for h in top) / len(top) if top else 0.0
+
+
 @dataclass
 class QuestionScore:
     qid: str
@@ -117,22 +157,30 @@ class QuestionScore:
     mrr_at_10: float
     fact_at_2000: float
     page_at_5: float | None
+    num_at_5: float | None = None
+    hit_chars: float = 0.0
 
 
-def score_question(qid: str, qtype: str, hits: Sequence[RankedHit], evidence: Sequence[Evidence]) -> QuestionScore:
+def score_question(qid: str, qtype: str, hits: Sequence[RankedHit], evidence: Sequence[Evidence],
+                   answer: str = "") -> QuestionScore:
     return QuestionScore(qid, qtype, doc_at_k(hits, evidence, 5), mrr_at_k(hits, evidence, 10),
-                         fact_at_budget(hits, evidence, 2000), page_at_k(hits, evidence, 5))
+                         fact_at_budget(hits, evidence, 2000), page_at_k(hits, evidence, 5),
+                         num_at_k(hits, evidence, 5, answer), hit_chars(hits, 5))
 
 
 def aggregate(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     n = len(scores)
     pages = [s.page_at_5 for s in scores if s.page_at_5 is not None]
+    nums = [s.num_at_5 for s in scores if s.num_at_5 is not None]
     return {
         "questions": n,
         "doc@5": round(sum(s.doc_at_5 for s in scores) / n, 4) if n else 0.0,
         "mrr@10": round(sum(s.mrr_at_10 for s in scores) / n, 4) if n else 0.0,
         "fact@2000": round(sum(s.fact_at_2000 for s in scores) / n, 4) if n else 0.0,
         "page@5": round(sum(pages) / len(pages), 4) if pages else None,
+        "num@5": round(sum(nums) / len(nums), 4) if nums else None,
+        "num_questions": len(nums),
+        "hit_chars": round(sum(s.hit_chars for s in scores) / n, 1) if n else 0.0,
     }
 
 

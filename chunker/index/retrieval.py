@@ -1,6 +1,7 @@
 """Query-time retrieval: one code path for the query job, the Ray Serve endpoint and the evaluation job.
 
-question -> embed (the ingest embedder) -> Milvus top-N per leg (dense / BM25 / fused) ->
+question -> embed (the ingest embedder) -> Milvus top-N per leg (dense / BM25) -> fused (see :func:`fuse_adaptive`)
+  -> near-duplicate chunks after the first moved down (see :func:`demote_duplicates`) ->
   visual question: boost figure chunks, no cross-encoder (it reads text only, figures are described briefly)
   otherwise: optional cross-encoder rerank on (question, breadcrumb + text) -> top k
 """
@@ -95,6 +96,64 @@ def is_visual_question(question: str, keywords: list[str]) -> bool:
     if not words:
         return False
     return re.search(r"\b(?:" + "|".join(words) + r")(?:s|es)?\b", question, re.IGNORECASE) is not None
+
+
+# A leg whose N best candidates all score within this share of its best one cannot rank them: its say in the fused
+# order shrinks in proportion (a flat BM25 list over ten near-identical filings, or dense cosines over a family of
+# near-identical spec sheets). A property of the ranking itself, read per query.
+FLAT_SPREAD = 0.1
+_WORDS = re.compile(r"[a-z0-9]+")
+
+
+def leg_weight(scores: list[float], flat: float = FLAT_SPREAD) -> float:
+    """How well a leg separates its own candidates: its score spread relative to its best score, capped at 1 from
+    ``flat`` upward (scores best first, higher is better)."""
+    if len(scores) < 2 or scores[0] <= 0:
+        return 1.0 if scores else 0.0
+    return min(1.0, max(0.0, (scores[0] - scores[-1]) / scores[0]) / flat)
+
+
+def fuse_adaptive(dense: list[dict[str, Any]], sparse: list[dict[str, Any]],
+                  flat: float = FLAT_SPREAD) -> list[dict[str, Any]]:
+    """Dense and BM25 candidates (each best first) as one list, best first, ``score`` = the fused score.
+
+    Each leg's scores are rescaled to [0, 1] over its own candidates (best 1, last 0), weighted by
+    :func:`leg_weight`, and summed per chunk (a chunk one leg missed gets 0 from it). Unlike reciprocal-rank fusion,
+    a near tie in one leg stays a near tie, so the leg that does separate the candidates decides: BM25 between
+    near-identical documents that differ in one code or date, dense between paraphrases that share no rare word.
+    """
+    fused: dict[str, float] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for leg in (dense, sparse):
+        if not leg:
+            continue
+        scores = [float(r["score"]) for r in leg]
+        w = leg_weight(scores, flat)
+        hi, lo = scores[0], scores[-1]
+        for r, sc in zip(leg, scores):
+            z = (sc - lo) / (hi - lo) if hi > lo else 1.0
+            fused[r["chunk_id"]] = fused.get(r["chunk_id"], 0.0) + w * z
+            rows.setdefault(r["chunk_id"], r)
+    order = sorted(fused, key=lambda c: -fused[c])  # stable: dense order breaks exact ties
+    return [dict(rows[c], score=fused[c]) for c in order]
+
+
+def demote_duplicates(rows: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
+    """Rows whose body (text after the breadcrumb) shares at least ``threshold`` of its words (Jaccard) with a
+    better-ranked row move below every distinct row, in order: a catalogue repeating a specification sheet fills
+    the top k with one text twice, and the reader gains nothing from the copy. ``threshold`` >= 1 turns it off."""
+    if threshold >= 1.0:
+        return rows
+    seen: list[set[str]] = []
+    distinct, copies = [], []
+    for r in rows:
+        words = set(_WORDS.findall((r.get("text") or "").split("\n\n", 1)[-1].lower()))
+        if words and any(len(words & w) >= threshold * len(words | w) for w in seen):
+            copies.append(r)
+        else:
+            distinct.append(r)
+            seen.append(words)
+    return distinct + copies
 
 
 def passage_text(row: dict[str, Any]) -> str:
@@ -214,11 +273,10 @@ class Retriever:
             expr, params = group[0][3], group[0][4]
             t = time.perf_counter()
             try:
-                rows_per_q = self.store.search_batch(
+                rows_per_q = self._search(
                     np.stack([vectors[i] for i in idx]) if vectors else None,
-                    [queries[i].question for i in idx], mode=rc.mode,
-                    limit=max(rc.candidates, max(queries[i].k for i in idx)), filter_expr=expr,
-                    filter_params=params, fusion=rc.fusion, rrf_k=rc.rrf_k, dense_weight=rc.dense_weight,
+                    [queries[i].question for i in idx], limit=max(rc.candidates, max(queries[i].k for i in idx)),
+                    expr=expr, params=params,
                 )
             except Exception as exc:  # noqa: BLE001 - the group's questions share the failure
                 for i in idx:
@@ -233,6 +291,26 @@ class Retriever:
                 except Exception as exc:  # noqa: BLE001 - e.g. a reranker that misbehaves on this question
                     out[i] = exc
         return out  # type: ignore[return-value]
+
+    def _search(self, vectors: np.ndarray | None, texts: list[str], limit: int, expr: str,
+                params: dict[str, Any] | None) -> list[list[dict[str, Any]]]:
+        """Candidates per question: one store call per leg. Adaptive fusion happens here, on the client; the other
+        fusions run inside Milvus."""
+        rc = self.cfg.retrieval
+        kw: dict[str, Any] = {"limit": limit, "filter_expr": expr, "filter_params": params}
+        if rc.mode != "hybrid" or rc.fusion != "adaptive":
+            out = self.store.search_batch(vectors, texts, mode=rc.mode, fusion=rc.fusion, rrf_k=rc.rrf_k,
+                                          dense_weight=rc.dense_weight, **kw)
+        else:
+            dense = self.store.search_batch(vectors, texts, mode="dense", **kw)
+            lexical = [i for i, t in enumerate(texts) if t and t.strip()]
+            sparse: list[list[dict[str, Any]]] = [[] for _ in texts]
+            if lexical:
+                for i, rows in zip(lexical, self.store.search_batch(None, [texts[i] for i in lexical],
+                                                                    mode="sparse", **kw)):
+                    sparse[i] = rows
+            out = [fuse_adaptive(d, sp) for d, sp in zip(dense, sparse)]
+        return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
 
     def _embed(self, questions: list[str]) -> list[np.ndarray]:
         """Query vectors, from a small LRU cache where the same question was asked recently."""

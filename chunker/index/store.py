@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 import numpy as np
@@ -20,7 +21,7 @@ from chunker.config import SERVER_ONLY_INDEX_TYPES, MilvusConfig
 from chunker.errors import ChunkerError, SetupError
 from chunker.index.filters import render_filter
 from chunker.index.params import index_build_params, index_search_params
-from chunker.types import Chunk
+from chunker.types import Chunk, safe_text
 
 SCHEMA_VERSION = 1
 PROP_SCHEMA_VERSION = "chunker.schema_version"
@@ -89,10 +90,27 @@ def analyzer_params(analyzer: str, lite: bool) -> dict[str, Any]:
 
 def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
     # VARCHAR limits count bytes; cut on a character boundary so the row is still valid UTF-8.
+    text = safe_text(text)
     raw = text.encode("utf-8")
     if len(raw) <= max_bytes:
         return text
     return raw[:max_bytes].decode("utf-8", errors="ignore")
+
+
+def source_words(source: str) -> str:
+    """A document's file name as words ("filings/BWH_QR_2024-06-30.pdf" -> "BWH QR 2024 06 30")."""
+    return re.sub(r"[\s_.\-]+", " ", PurePath(source).stem).strip() if source else ""
+
+
+def search_text(chunk: Chunk) -> str:
+    """What BM25 indexes: the document's file name, then the chunk text with its breadcrumb counted once (the
+    planner already starts the text with it; twice would let a word of the heading chain outweigh the same word in
+    the body). The file name is document-level context the chunk text often lacks: the issuer and period of a
+    filing, the model of a specification sheet, live on a cover page and in the name, not in a table's rows."""
+    crumb = chunk.breadcrumb.strip()
+    body = chunk.text if not crumb or chunk.text.startswith(crumb) else f"{crumb}\n{chunk.text}"
+    name = source_words(chunk.source)
+    return f"{name}\n{body}" if name else body
 
 
 def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
@@ -103,7 +121,7 @@ def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
         "source_uri": _clip_utf8(chunk.source_uri, _VARCHAR_SIZES["source_uri"]),
         "breadcrumb": _clip_utf8(chunk.breadcrumb, _VARCHAR_SIZES["breadcrumb"]),
         "text": _clip_utf8(chunk.text),
-        "search_text": _clip_utf8(f"{chunk.breadcrumb}\n{chunk.text}" if chunk.breadcrumb else chunk.text),
+        "search_text": _clip_utf8(search_text(chunk)),
         "dense": np.asarray(vector, dtype=np.float32).tolist(),
         "page_start": int(chunk.page_start), "page_end": int(chunk.page_end),
         "modality": chunk.modality, "planner": chunk.planner, "config_hash": chunk.config_hash,

@@ -19,8 +19,7 @@ from chunker.convert.render import RenderedDocument
 from chunker.errors import DocumentError, SetupError
 from chunker.plan import Planner
 from chunker.run.verdict import SegmentFacts
-from chunker.schemas import safe_text
-from chunker.types import BatchContext, Chunk, ConvertedBatch, Element, Problem, SegmentJob, Stage
+from chunker.types import BatchContext, Chunk, ConvertedBatch, Element, Problem, SegmentJob, Stage, safe_text
 
 
 @dataclass

@@ -23,8 +23,8 @@ from chunker.run.assemble import Assembler, DocumentOutcome
 from chunker.run.layout import DOCUMENTS, RunStore, documents_part
 from chunker.run.ledger import Ledger
 from chunker.run.rows import SegmentRow
-from chunker.schemas import DOCUMENT, document_row, safe_text, to_table
-from chunker.types import Status
+from chunker.schemas import DOCUMENT, document_row, to_table
+from chunker.types import Status, safe_text
 
 DOC_PART_ROWS = 1000
 MAX_PROBLEMS = 1000  # in summary.json; the full list is documents/*.parquet

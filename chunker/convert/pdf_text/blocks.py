@@ -9,10 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from chunker.convert.pdf_text.cells import DIGITS, YEAR_OR_DATE
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
-from chunker.convert.pdf_text.textlayer import Line, PageText
+from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
 from chunker.contract import figure_line, table_block, table_row_sentence
 
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
@@ -20,6 +21,7 @@ _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
 _LETTER = re.compile(r"^\s*\(?([a-zA-Z]|[ivxIVX]{1,4})[.)]\s+")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
 _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
+_LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
 
 @dataclass
@@ -45,6 +47,20 @@ def _list_marker(text: str) -> tuple[str, int] | None:
     if m and len(text) > m.end() + 2:
         return f"- {text[:m.end()].strip()} ", m.end()
     return None
+
+
+def _is_data_row(cells: list[str]) -> bool:
+    """Half or more of the cells after the first hold figures other than years and dates."""
+    rest = [c for c in cells[1:] if c.strip()]
+    return bool(rest) and 2 * sum(bool(DIGITS.search(YEAR_OR_DATE.sub("", c))) for c in rest) >= len(rest)
+
+
+def _ocr_title(text: str) -> bool:
+    """A scanned page's title line: OCR gives no font facts, but a short line of capitals standing on its own
+    ("ACME PUMPS CUSTOMER NOTICE", "NOTICE OF ASSESSMENT") is how notices, letters and forms set a title."""
+    letters = [c for c in text if c.isalpha()]
+    return 6 <= len(letters) and len(text) <= 60 and all(c.isupper() for c in letters) \
+        and not _SENTENCE_END.search(text) and _list_marker(text) is None
 
 
 def md_is_number(marker: str) -> bool:
@@ -136,6 +152,9 @@ class PageWriter:
         self.last_was_open_table = False
 
     def heading(self, level: int, text: str) -> None:
+        # Markdown markers printed literally on the page ("# Usage Guide" from an unrendered source) are markup,
+        # not words: kept, they would reach every breadcrumb under this heading.
+        text = _LITERAL_MARKER.sub("", text).strip() or text
         self.state.push_heading(level, text)
         self._emit("#" * level + " " + text)
 
@@ -150,7 +169,11 @@ class PageWriter:
             header, rows = None, t.header_rows + rows
         header = header or (carried if continued else None)
         if header is None:
-            header, rows = rows[0], rows[1:]
+            if _is_data_row(rows[0]):
+                # Figures in the first row: it is data. Taken as the header, its values would label every row.
+                header = [""] * ncols
+            else:
+                header, rows = rows[0], rows[1:]
         header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
         if continued:
             lines = table_block([table_row_sentence(header, r) for r in rows if any(r)], continued=True)
@@ -174,14 +197,30 @@ class PageWriter:
         gap = nxt.y0 - line.y1
         return gap > 0.5 * max(line.size, 4) or nxt.bold != line.bold or _list_marker(nxt.text) is not None
 
+    def _wraps_heading(self, prev: Line, line: Line) -> bool:
+        """``line`` continues the heading on ``prev``: close below it, or a little further (titles are often set
+        with generous leading) when ``prev`` could not have ended there: it breaks a word, or it ran full width."""
+        gap = line.y0 - prev.y1
+        if gap < 0.5 * line.size:
+            return True
+        if gap > 1.1 * line.size:
+            return False
+        full = prev.x1 >= self.left + 0.8 * (self.right - self.left)
+        return prev.soft_end or prev.text.endswith("-") or full or line.text[:1].islower()
+
     def line(self, i: int, line: Line, prev: Line | None, nxt: Line | None) -> None:
         text = line.text
-        level = 0 if self.page.ocr else heading_level(line, self.stats, self._standalone(line, prev, nxt))
+        standalone = self._standalone(line, prev, nxt)
+        if self.page.ocr:
+            level = self.stats.bold_level if standalone and _ocr_title(text) else 0
+        else:
+            level = heading_level(line, self.stats, standalone)
         if level:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
-                    and line.y0 - prev.y1 < 0.5 * line.size and prev.size == line.size:
-                # A heading wrapped over two lines is one heading.
-                merged = self.out[-1] + " " + text
+                    and prev.size == line.size and self._wraps_heading(prev, line):
+                # A heading wrapped over two lines is one heading (a word cut by a hyphen joined again).
+                first = self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else "")
+                merged = "#" * level + " " + join_wrapped(first, text, self.state.keep_hard_hyphens)
                 self.out[-1] = merged
                 self.state.heading_path[-1] = (level, merged[level + 1:])
                 return

@@ -148,9 +148,11 @@ class PdfTextConverter:
     def _prepare(self, pages: dict[int, _Page], state: FlowState) -> FontStats:
         """Segment-wide decisions: font statistics, furniture, TOC; then the per-page skip sets."""
         texts = [p.text for p in pages.values() if p.text is not None and not p.text.ocr]
-        stats = font_stats(texts)
+        stats = font_stats(texts, {p.number: set().union(*(t.lines for t in p.tables)) for p in pages.values()
+                                   if p.tables})
         state.keep_hard_hyphens = any(any(ln.soft_end for ln in t.lines) for t in texts)
-        furniture = furniture_lines([p.text for p in pages.values() if p.text is not None], self.opts.drop_repeated_lines)
+        texts_all = [p.text for p in pages.values() if p.text is not None]
+        furniture = furniture_lines(texts_all, self.opts.drop_repeated_lines, stats.body_size)
         for page in pages.values():
             if page.text is None:
                 continue

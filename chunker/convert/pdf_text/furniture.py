@@ -51,8 +51,12 @@ def is_page_number(text: str) -> bool:
     return bool(t) and len(t) <= 24 and bool(_PAGE_NUMBER.match(t))
 
 
-def furniture_lines(pages: list[PageText], drop_repeated: bool = True) -> dict[int, set[int]]:
-    """Per page (1-based number), indexes of lines that are headers, footers or page numbers."""
+def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size: float = 0.0) -> dict[int, set[int]]:
+    """Per page (1-based number), indexes of lines that are headers, footers or page numbers.
+
+    A single page cannot show a line repeating; there, with ``body_size`` known, a line in the top band set smaller
+    than the body and above all body-size text is a running header, and a small line in the bottom band ending in
+    a page label ("... Page 1 of 1") a running footer."""
     out: dict[int, set[int]] = {p.page: set() for p in pages}
     seen: Counter[str] = Counter()
     exact: Counter[str] = Counter()
@@ -68,9 +72,28 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True) -> dict[i
                 out[p.page].add(i)
             elif drop_repeated and len(pages) >= 2 and _repeats(ln.text, seen, exact, need):
                 out[p.page].add(i)
+        if drop_repeated and len(pages) == 1 and body_size > 0:
+            out[p.page] |= _small_edge_lines(p, bands[p.page], body_size)
         # A lone page number may sit just outside the band on short pages: take the last line if it is one.
         if p.lines and is_page_number(p.lines[-1].text) and p.lines[-1].y0 > p.height * 0.75:
             out[p.page].add(len(p.lines) - 1)
+    return out
+
+
+_PAGE_LABEL_END = re.compile(r"(?:\bpage\s*\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?|\b\d{1,4}\s*(?:of|/)\s*\d{1,4})$", re.I)
+
+
+def _small_edge_lines(page: PageText, band: list[tuple[int, Line]], body_size: float) -> set[int]:
+    small = 0.9 * body_size
+    first_body = min((ln.y0 for ln in page.lines if ln.size >= small), default=page.height)
+    out = set()
+    for i, ln in band:
+        if ln.size >= small:
+            continue
+        if ln.y1 <= page.height * _BAND and ln.y1 <= first_body:
+            out.add(i)
+        elif ln.y0 >= page.height * (1 - _BAND) and _PAGE_LABEL_END.search(ln.text.strip()):
+            out.add(i)
     return out
 
 

@@ -13,6 +13,7 @@ from chunker.convert.pdf_text.textlayer import Line, PageText
 
 _LIST_START = re.compile(r"^\s*([•●▪■◦‣∙·\-–*]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|[ivxIVX]{1,4}[.)])\s+")
 _SENTENCE_END = re.compile(r"[.,;]$")
+_AMOUNT = re.compile(r"[$€£¥]\s?\(?\d[\d,.]*|\(?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?")
 # Sizes this much above the body size count as heading sizes.
 _SIZE_RATIO = 1.12
 _MAX_HEADING_CHARS = 160
@@ -38,11 +39,23 @@ class FontStats:
         return min(len(self.heading_sizes), 6)
 
 
-def font_stats(pages: list[PageText]) -> FontStats:
-    """Body size = the size with the most characters; larger sizes used by short lines become heading levels."""
+def font_stats(pages: list[PageText], skip: dict[int, set[int]] | None = None) -> FontStats:
+    """Body size = the size with the most characters; larger sizes used by short lines become heading levels.
+
+    ``skip``: per page number, indexes of lines that do not vote for the body size (table text: a statement set
+    in small type has more characters than the prose around it, and the prose would otherwise read as headings)."""
     chars: Counter[float] = Counter()
+    prose: Counter[float] = Counter()
     for p in pages:
         chars.update(p.sizes)
+        prose.update(p.sizes)
+        for i in (skip or {}).get(p.page, ()):
+            if 0 <= i < len(p.lines):
+                ln = p.lines[i]
+                prose[round(ln.size, 1)] -= sum(1 for ch in ln.chars if not ch.isspace())
+    prose = +prose  # drop sizes left with nothing
+    if sum(prose.values()) >= max(200, 0.2 * sum(chars.values())):
+        chars = prose  # enough prose to say what body text looks like; else (a page that is one table) count all
     if not chars:
         return FontStats(10.0, [])
     body = chars.most_common(1)[0][0]
@@ -71,10 +84,14 @@ def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
         return 0
     if not any(c.isalpha() for c in text):
         return 0
+    if len(_AMOUNT.findall(text)) >= 2:
+        # A line carrying two or more amounts ("Total debt $ 49,046 $ 42,051") is a table row, never a heading.
+        return 0
     level = stats.size_level(line.size)
     if level:
         return level
-    if line.bold and standalone and abs(line.size - stats.body_size) < 0.6 and len(text) <= 100:
+    if line.bold and standalone and line.size > stats.body_size - 0.6 and len(text) <= 100:
+        # (A bold line a little larger than the body, below the size-heading threshold, is one too.)
         # A bold line on its own at body size is a run-in heading unless it reads like a sentence or list item.
         if _SENTENCE_END.search(text) or is_list_start(text):
             return 0

@@ -7,6 +7,7 @@ from typing import Any
 import pypdfium2 as pdfium
 
 from chunker.convert.pdf_text.textlayer import Line, PageText
+from chunker.types import safe_text
 
 _MIN_SCORE = 0.5
 
@@ -79,7 +80,8 @@ class PageOcr:
             box, text, score = row[0], str(row[1]), row[2]
             if len(row) >= 5:
                 text = restore_spaces(text, row[3], row[4], ink, box)
-            text = text.strip()
+            # One character per box slot below: surrogate halves (if a recogniser ever emits them) become one.
+            text = safe_text(text).strip()
             if not text or float(score) < _MIN_SCORE:
                 continue
             xs = [p[0] / scale for p in box]

@@ -18,12 +18,14 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chunker.convert.pdf_text.textlayer import PageText
+from chunker.convert.pdf_text.cells import (DIGITS, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
+                                            compose_header, headerish, merge_currency_columns, visual_rows)
+from chunker.convert.pdf_text.textlayer import CURRENCY, PageText
 
 _HRULE_MAX_H = 3.0
 _MIN_RULE_W = 15.0
 _SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates cells
-_DIGITS = re.compile(r"\d")
+_BULLET_ONLY = re.compile(r"^[•●▪■◦‣∙·○◆◇►▸➢✓✔–-]$")
 
 
 @dataclass
@@ -67,10 +69,35 @@ def page_rules(page: pdfium.PdfPage, height: float) -> Rules:
     return rules
 
 
+def _join_abutting(hrules: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """Horizontal rules on one y whose ends touch, as one rule: a grid drawn cell by cell (one box per cell, as many
+    generators do) has a rule per cell edge; left apart, each column would stack alone and the table fall apart."""
+    out: list[tuple[float, float, float]] = []
+    for r in sorted(hrules, key=lambda r: (round(r[2] * 2) / 2, r[0])):
+        if out and abs(out[-1][2] - r[2]) <= 0.6 and r[0] <= out[-1][1] + 1.5:
+            x0, x1, y = out[-1]
+            out[-1] = (x0, max(x1, r[1]), y)
+        else:
+            out.append(r)
+    return out
+
+
+def _join_vertical(vrules: list[tuple[float, float, float]]) -> list[tuple[float, float, float]]:
+    """Vertical rules on one x whose ends touch, as one rule (a grid drawn cell by cell, see :func:`_join_abutting`)."""
+    out: list[tuple[float, float, float]] = []
+    for r in sorted(vrules, key=lambda r: (round(r[0] * 2) / 2, r[1])):
+        if out and abs(out[-1][0] - r[0]) <= 0.6 and r[1] <= out[-1][2] + 1.5:
+            x, y0, y1 = out[-1]
+            out[-1] = (x, y0, max(y1, r[2]))
+        else:
+            out.append(r)
+    return out
+
+
 def _stacks(hrules: list[tuple[float, float, float]]) -> list[list[tuple[float, float, float]]]:
     """Groups of horizontal rules with (nearly) the same x extent, each sorted top to bottom."""
     groups: list[list[tuple[float, float, float]]] = []
-    for r in sorted(hrules, key=lambda r: r[2]):
+    for r in sorted(_join_abutting(hrules), key=lambda r: r[2]):
         for g in groups:
             gx0, gx1 = min(x[0] for x in g), max(x[1] for x in g)
             overlap = min(gx1, r[1]) - max(gx0, r[0])
@@ -96,34 +123,39 @@ def _trim_ornaments(stack: list[tuple[float, float, float]]) -> list[tuple[float
     return stack
 
 
-@dataclass
-class _Seg:
-    text: str
-    x0: float
-    x1: float
-    y: float
-    line: int
-    bold: bool
-
-
-def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[_Seg]:
+def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[Seg]:
     out = []
     for i in idx:
         ln = page.lines[i]
-        for text, a, b in ln.segments(_SEG_GAP_EM * max(ln.size, 4.0), cuts):
-            if text:
-                out.append(_Seg(text, a, b, (ln.y0 + ln.y1) / 2, i, ln.bold))
+        y = (ln.y0 + ln.y1) / 2
+        parts = [p for p in ln.segments(_SEG_GAP_EM * max(ln.size, 4.0), cuts, split_currency=True) if p[0]]
+        k = 0
+        while k < len(parts):
+            text, a, b = parts[k]
+            nxt = parts[k + 1] if k + 1 < len(parts) else None
+            free = nxt is not None and not any(b <= c <= nxt[1] for c in cuts)
+            if nxt is not None and free and _BULLET_ONLY.match(text) and nxt[1] - b < 4 * max(ln.size, 4.0):
+                # A list bullet set apart from its item (a hanging indent) is part of the item, not a column.
+                text, b = f"{text} {nxt[0]}", nxt[2]
+                k += 1
+            elif nxt is not None and free and len(text) == 1 and text in CURRENCY and nxt[0][:1] in "0123456789(-.":
+                # A currency sign set apart from its figure (a statement's "$" column, filled on some rows only)
+                # is part of the figure: as a column of its own it would be too sparse to separate cleanly.
+                text, b = f"{text}{nxt[0]}", nxt[2]
+                k += 1
+            out.append(Seg(text, a, b, y, i, ln.bold))
+            k += 1
     return out
 
 
-def _columns(segs: list[_Seg], cuts: list[float]) -> list[tuple[float, float, float]]:
+def _columns(segs: list[Seg], cuts: list[float]) -> list[tuple[float, float, float]]:
     """Column separators: ruled ones if any, else gaps in the text. A gap of the whole projection is one; so is a
     gap that at least two visual rows share when at most one cell crosses it (a wide cell overflowing into the
     next column's margin closes the projection gap but not the rows' gaps)."""
     if cuts:
         return [(c, c, c) for c in sorted(cuts)]
     gaps: list[tuple[float, float]] = []
-    for row in _visual_rows(segs):
+    for row in visual_rows(segs):
         end = row[0].x1
         for s in row[1:]:
             if s.x0 > end + 2.0:
@@ -161,10 +193,10 @@ def _columns(segs: list[_Seg], cuts: list[float]) -> list[tuple[float, float, fl
     return seps
 
 
-def _split_crossing(page: PageText, segs: list[_Seg], seps: list[tuple[float, float, float]]) -> list[_Seg]:
+def _split_crossing(page: PageText, segs: list[Seg], seps: list[tuple[float, float, float]]) -> list[Seg]:
     """Split a segment that crosses a separator at a word space inside that separator's gap: two touching cells
     ("Departure Arrival City", "Netherlands 6 months") that the text layer ran together."""
-    out: list[_Seg] = []
+    out: list[Seg] = []
     for s in segs:
         cross = [(x, a, b) for x, a, b in seps if s.x0 < x < s.x1]
         if len(cross) != 1 or cross[0][1] >= cross[0][2]:  # a title or note spanning columns stays whole
@@ -185,41 +217,8 @@ def _split_crossing(page: PageText, segs: list[_Seg], seps: list[tuple[float, fl
         for piece in filter(None, pieces):
             text = "".join(ln.chars[k] for k in piece).strip()
             if text:
-                out.append(_Seg(text, ln.xs0[piece[0]], max(ln.xs1[k] for k in piece), s.y, s.line, s.bold))
+                out.append(Seg(text, ln.xs0[piece[0]], max(ln.xs1[k] for k in piece), s.y, s.line, s.bold))
     return out
-
-
-def _visual_rows(segs: list[_Seg]) -> list[list[_Seg]]:
-    """Segments grouped into visual lines (by y), each sorted left to right."""
-    by_y: list[list[_Seg]] = []
-    for s in sorted(segs, key=lambda s: (s.y, s.x0)):
-        if by_y and abs(by_y[-1][0].y - s.y) < 3.0:
-            by_y[-1].append(s)
-        else:
-            by_y.append([s])
-    return [sorted(row, key=lambda s: s.x0) for row in by_y]
-
-
-def _col(x0: float, x1: float, seps: list[float]) -> int:
-    mid = (x0 + x1) / 2
-    return sum(1 for s in seps if s < mid)
-
-
-def _band_rows(segs: list[_Seg], seps: list[float], ncols: int, merge_all: bool) -> list[list[str]]:
-    """Rows of one band: visual lines grouped by y; a line with text in the first column opens a new row."""
-    rows: list[list[str]] = []
-    for vis in _visual_rows(segs):
-        cells = [""] * ncols
-        for s in vis:
-            c = _col(s.x0, s.x1, seps)
-            cells[c] = f"{cells[c]} {s.text}".strip()
-        # A line with text in the first column only wraps that column's cell of the row above.
-        wraps = bool(cells[0]) and not any(cells[1:])
-        if rows and (merge_all or not cells[0] or wraps):
-            rows[-1] = [f"{a} {b}".strip() for a, b in zip(rows[-1], cells)]
-        else:
-            rows.append(cells)
-    return rows
 
 
 def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
@@ -306,41 +305,65 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     if not idx:
         return None
     height = bottom - top
-    cuts = sorted({round(v[0]) for v in rules.vertical
+    cuts = sorted({round(v[0]) for v in _join_vertical(rules.vertical)
                    if x0 + 3 < v[0] < x1 - 3 and min(v[2], bottom) - max(v[1], top) > 0.3 * height})
     cuts = [c for k, c in enumerate(cuts) if k == 0 or c - cuts[k - 1] > 3]
     segs = _segments(page, idx, [float(c) for c in cuts])
     if not segs:
         return None
     found = _columns(segs, [float(c) for c in cuts])
+    whole = segs  # before splitting: a header label spanning columns is kept whole for the header
     segs = _split_crossing(page, segs, found)
     seps = [x for x, _, _ in found]
     ncols = len(seps) + 1
-    band_rows: list[list[list[str]]] = []
-    first: list[_Seg] = []  # segments of the first band holding text (an empty band above the table is common)
-    for a, b in bands:
-        in_band = [s for s in segs if a < s.y < b]
+    per_band: list[list[list[str]]] = []
+    band_segs: list[list[Seg]] = []
+    # A grid (ruled columns and a rule under every row) holds one row per band: every line of a band is part of
+    # that row, so a cell wrapped over lines ("Bergen Service / Center") stays one cell.
+    filled = [[s for s in segs if a < s.y < b] for a, b in bands]
+    grid = bool(cuts) and sum(1 for f in filled if f) >= 3
+    for in_band in filled:
         if in_band:
-            band_rows.append(_band_rows(in_band, seps, ncols, merge_all=False))
-            first = first or in_band
-    rows = [r for br in band_rows for r in br]
+            per_band.append(band_rows(in_band, seps, ncols, merge_all=grid))
+            band_segs.append(in_band)
+    first = band_segs[0] if band_segs else []  # the first band holding text (an empty band above is common)
+    rows = [r for br in per_band for r in br]
     # Drop columns empty in every row (ruled frames at the table's edges make some).
     keep = [c for c in range(ncols) if any(r[c] for r in rows)]
     rows = [[r[c] for c in keep] for r in rows]
     if len(keep) < 2 or len(rows) < 2:
         return None
-    header = None
-    lefts = [min((s.x0 for s in segs if _col(s.x0, s.x1, seps) == c), default=x0) for c in keep]
-    if len(band_rows) >= 2 and len(band_rows[0]) <= 3 and (
+    lefts = [min((s.x0 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x0) for c in keep]
+    n_head = 0
+    bold_head = False
+    if len(per_band) >= 2 and len(per_band[0]) <= 3 and (
         all(s.bold for s in first)
-        or (len(band_rows[0]) < sum(len(br) for br in band_rows[1:]) and len(bands) <= 4)
-        or (not any(_DIGITS.search(c) for c in rows[0]) and any(_DIGITS.search(c) for r in rows[1:] for c in r))
+        or (len(per_band[0]) < sum(len(br) for br in per_band[1:]) and len(bands) <= 4)
+        or (not any(DIGITS.search(c) for c in rows[0]) and any(DIGITS.search(c) for r in rows[1:] for c in r))
+        or headerish(rows[0])
     ):
-        n_head = len(band_rows[0])
-        header = [" ".join(r[c] for r in rows[:n_head]).strip() for c in range(len(keep))]
-        return Table((x0, top, x1, bottom), header, rows[n_head:], set(idx), rows[:n_head],
-                     all(s.bold for s in first), lefts)
-    return Table((x0, top, x1, bottom), header, rows, set(idx), columns=lefts)
+        n_head, bold_head = len(per_band[0]), all(s.bold for s in first)
+    # A header may go on over further bands: rows with no label and no figures but years and dates
+    # ("2024 | 2023" under "Three Months Ended June 30,"). Only whole bands count, so a data row never joins.
+    head_bands = 1 if n_head else 0
+    while n_head and head_bands < len(per_band) - 1 and len(per_band[head_bands]) <= 2 and (
+            all(headerish(r) for r in per_band[head_bands])
+            or (all(sg.bold for sg in band_segs[head_bands]) and not any(s.bold for s in band_segs[head_bands + 1])
+                and not any(DIGITS.search(YEAR_OR_DATE.sub("", c)) for r in per_band[head_bands] for c in r))):
+        n_head += len(per_band[head_bands])
+        head_bands += 1
+    if not n_head:
+        _, body, kept = merge_currency_columns([""] * len(keep), [list(r) for r in rows])
+        return Table((x0, top, x1, bottom), None, clean_cells(body), set(idx), columns=[lefts[k] for k in kept])
+    head_segs = [sg for band in band_segs[:head_bands] for sg in band]
+    body_segs = [sg for band in band_segs[head_bands:] for sg in band]
+    head_y = bands[0][0], max(sg.y for sg in head_segs) + 1
+    spans = [r for r in _join_abutting(rules.horizontal) if head_y[0] < r[2] < head_y[1] and r[1] - r[0] < x1 - x0 - 4]
+    header = compose_header(head_segs, [sg for sg in whole if head_y[0] < sg.y < head_y[1]], seps, keep, body_segs,
+                             spans)
+    header, body, kept = merge_currency_columns(header, [list(r) for r in rows[n_head:]])
+    return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx),
+                 clean_cells(rows[:n_head]), bold_head, [lefts[k] for k in kept])
 
 
 def same_layout(a: list[float], b: list[float], tol: float = 25.0) -> bool:

@@ -15,9 +15,32 @@ import pypdfium2.raw as pdfium_c
 
 # pdfium hands soft hyphens back as U+00AD, U+FFFE (LaTeX/pandoc PDFs) or U+0002.
 SOFT_HYPHENS = "\u00ad\ufffe\u0002"
+# What a segment's text ends with when a soft hyphen followed it: the word goes on in the next fragment.
+WORD_BREAK = "\u00ad"
+CURRENCY = "$€£¥₹"
 _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|[-,]bd\b|\bbd\b", re.I)
 _ITALIC_NAME = re.compile(r"italic|oblique|[-,]it\b", re.I)
 _MONO_NAME = re.compile(r"mono|courier|consol|typewriter|lmtt|cmtt", re.I)
+REPLACEMENT = "\ufffd"
+
+
+def char_at(textpage: pdfium_c.FPDF_TEXTPAGE, i: int, n: int) -> tuple[str, int]:
+    """The character at pdfium char index ``i`` and how many indexes it takes.
+
+    pdfium reports one UTF-16 code unit per index: a character outside the Basic Multilingual Plane (mathematical
+    alphanumerics, emoji, CJK extension B) is a high surrogate at ``i`` and its low surrogate at ``i + 1``, both with
+    the same box. They are combined here; a surrogate without its partner becomes U+FFFD. Returns ("", 1) for
+    code 0 and values outside Unicode.
+    """
+    code = pdfium_c.FPDFText_GetUnicode(textpage, i)
+    if 0xD800 <= code <= 0xDBFF:
+        low = pdfium_c.FPDFText_GetUnicode(textpage, i + 1) if i + 1 < n else 0
+        if 0xDC00 <= low <= 0xDFFF:
+            return chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)), 2
+        return REPLACEMENT, 1
+    if 0xDC00 <= code <= 0xDFFF:
+        return REPLACEMENT, 1
+    return (chr(code) if 0 < code < 0x110000 else ""), 1
 
 
 @dataclass(frozen=True)
@@ -44,32 +67,47 @@ class Line:
     italic: bool = False
     mono: bool = False
     soft_end: bool = False  # the line ended on a soft hyphen: the word continues on the next line
+    soft_after: set[int] = field(default_factory=set)  # char indexes a soft hyphen followed (a cell's line end)
 
     @property
     def text(self) -> str:
         return "".join(self.chars).strip()
 
-    def segments(self, gap: float, cuts: list[float] | None = None) -> list[tuple[str, float, float]]:
+    def segments(self, gap: float, cuts: list[float] | None = None,
+                 split_currency: bool = False) -> list[tuple[str, float, float]]:
         """Runs of the line split where the horizontal gap between characters exceeds ``gap`` points, or where
-        the run would cross one of the x positions in ``cuts`` (ruled column separators)."""
+        the run would cross one of the x positions in ``cuts`` (ruled column separators). A run whose last
+        character was followed by a soft hyphen ends with :data:`WORD_BREAK` (see :func:`join_wrapped`).
+        ``split_currency``: a currency sign after a figure starts a run of its own ("508,014 $ 976,856" in a
+        statement is two columns' figures with the second one's sign between them, however close)."""
         out: list[tuple[str, float, float]] = []
         cur: list[str] = []
         sx0 = sx1 = 0.0
-        for ch, a, b in zip(self.chars, self.xs0, self.xs1):
+        last = -1  # index of the run's last visible character
+
+        def close() -> None:
+            text = "".join(cur).strip()
+            out.append((text + WORD_BREAK if last in self.soft_after or (last == len(self.chars) - 1 and self.soft_end)
+                        else text, sx0, sx1))
+
+        for k, (ch, a, b) in enumerate(zip(self.chars, self.xs0, self.xs1)):
             if ch.isspace():
                 if cur:
                     cur.append(" ")
                 continue
             crossed = bool(cuts) and any(sx1 <= c <= (a + b) / 2 for c in cuts or ())
-            if cur and (a - sx1 > gap or crossed):
-                out.append(("".join(cur).strip(), sx0, sx1))
+            sign = split_currency and ch in CURRENCY and len(cur) >= 2 and cur[-1] == " " \
+                and (cur[-2].isdigit() or cur[-2] in ")%")
+            if cur and (a - sx1 > gap or crossed or sign):
+                close()
                 cur = []
             if not cur:
                 sx0 = a
             cur.append(ch)
             sx1 = max(sx1, b)
+            last = k
         if cur:
-            out.append(("".join(cur).strip(), sx0, sx1))
+            close()
         return out
 
     def bold_prefix(self) -> int:
@@ -94,6 +132,23 @@ class PageText:
     n_chars: int  # visible characters
     sizes: dict[float, int] = field(default_factory=dict)  # rounded font size -> visible characters
     ocr: bool = False  # lines came from OCR, not the text layer
+
+
+def join_wrapped(first: str, second: str, keep_hard: bool = False) -> str:
+    """Two fragments of text that wrapped (a table cell or a heading over two lines) as one. A fragment ending in
+    :data:`WORD_BREAK` (a soft hyphen) runs on without a space; so does one ending in a hard hyphen after a letter
+    when the next starts in lower case, unless ``keep_hard`` (the document marks hyphenation with soft hyphens, so
+    its hard hyphens are real)."""
+    first, second = first.rstrip(" "), second.lstrip(" ")
+    if not first:
+        return second
+    if not second:
+        return first
+    if first.endswith(WORD_BREAK):
+        return first[:-1] + second
+    if first.endswith("-") and len(first) > 1 and first[-2].isalpha() and second[:1].islower():
+        return first + second if keep_hard else first[:-1] + second
+    return first + " " + second
 
 
 def style_from_name(name: str, weight: int, flags: int) -> FontStyle:
@@ -161,16 +216,21 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
                 lines.append(cur)
             cur, sizes, counts = Line(), {}, [0, 0, 0, 0]
 
-        for i in range(n):
-            code = pdfium_c.FPDFText_GetUnicode(tp, i)
-            if code in (10, 13):
+        i, step = 0, 0
+        while True:
+            i += step
+            if i >= n:
+                break
+            ch, step = char_at(tp, i, n)
+            if ch in ("\n", "\r"):
                 flush()
                 continue
-            ch = chr(code) if 0 < code < 0x110000 else ""
             if not ch:
                 continue
             if ch in SOFT_HYPHENS:
                 cur.soft_end = True
+                if cur.chars:
+                    cur.soft_after.add(len(cur.chars) - 1)
                 continue
             if pdfium_c.FPDFText_IsGenerated(tp, i) == 1:
                 # Generated spaces carry no box; they only separate words.

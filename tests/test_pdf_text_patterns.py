@@ -1,0 +1,141 @@
+"""Extraction patterns seen on unseen corpora, each reproduced with a generated PDF (the development set's drawing
+primitives) and checked on the pdf-text converter's Markdown and the parsed elements.
+
+Words cut by a hyphen at a cell's or heading's line end, bullet glyphs in table cells, per-cell grid boxes, a
+literal Markdown '#' on the page, a wrapped title set with generous leading, and financial statements (spanning
+period headers, a currency-sign column, totals, section labels)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from chunker.config import ConverterConfig
+from chunker.convert.pdf_text import PdfTextConverter
+from chunker.contract import parse_markdown
+
+pytest.importorskip("fpdf")
+
+from chunker.eval.devset.pdfdoc import DevPdf, Style, TableSpec  # noqa: E402
+
+
+def _markdown(pdf: DevPdf, path: Path) -> str:
+    pdf.output(str(path))
+    return PdfTextConverter(ConverterConfig(), "h").markdown_for_pages(str(path), list(range(1, pdf.page_no() + 1)))
+
+
+def _rows(md: str) -> list[str]:
+    return [e.text for e in parse_markdown("d", [(md, 1)]) if e.kind == "table_row"]
+
+
+def _headings(md: str) -> list[tuple[int, str]]:
+    return [(e.level, e.text) for e in parse_markdown("d", [(md, 1)]) if e.kind == "heading"]
+
+
+def test_words_hyphenated_in_cells_and_headings_are_whole(tmp_path: Path) -> None:
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    # A narrow page column forces the title to wrap inside "Specification" (soft hyphens let fpdf2 break there).
+    pdf.set_right_margin(120)
+    pdf.doc_title("Pump Specification Documentation")
+    pdf.set_right_margin(20)
+    rows = [["Stavanger Service Center", "Forusbeen 78, Stavanger"],
+            ["Trondheim Service Center", "Heggstadmyra 6, Heimdal"]]
+    pdf.ruled_table(TableSpec(header=[["Center", "Address"]], rows=rows, widths=[24.0, 40.0], grid=True))
+    md = _markdown(pdf, tmp_path / "hyphen.pdf")
+    heads = _headings(md)
+    assert heads[0][1] == "Pump Specification Documentation", heads
+    rows = _rows(md)
+    assert "Center: Stavanger Service Center; Address: Forusbeen 78, Stavanger." in rows, rows
+    assert "Center: Trondheim Service Center; Address: Heggstadmyra 6, Heimdal." in rows, rows
+    assert " ter" not in md and "Cen ter" not in md
+
+
+def test_bullets_in_table_cells_stay_in_their_cell(tmp_path: Path) -> None:
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    rows = [["Eastgate", "\u2022 Blood tests\n\u2022 Physiotherapy", "Mon-Fri"],
+            ["Riverside", "\u2022 Hearing tests\n\u2022 Vaccinations\n\u2022 X-ray", "24 hours"]]
+    pdf.ruled_table(TableSpec(header=[["Site", "Services", "Open"]], rows=rows, widths=[40.0, 70.0, 40.0],
+                              hanging_bullets=True))
+    md = _markdown(pdf, tmp_path / "bullets.pdf")
+    assert _rows(md) == ["Site: Eastgate; Services: • Blood tests • Physiotherapy; Open: Mon-Fri.",
+                         "Site: Riverside; Services: • Hearing tests • Vaccinations • X-ray; Open: 24 hours."]
+
+
+def test_grid_drawn_cell_by_cell_is_one_table_with_wrapped_cells(tmp_path: Path) -> None:
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    rows = [["Bergen Service Center", "Kokstadvegen 41, 5257 Kokstad", "Mon-Fri 07:30-16:00"],
+            ["Gothenburg Service Center", "Importgatan 12, 422 46 Hisings Backa", "Mon-Fri 07:00-16:30"],
+            ["Aarhus Service Center", "Hasselager Centervej 9, 8260 Viby J", "Mon-Fri 08:00-16:00"]]
+    pdf.ruled_table(TableSpec(header=[["Service Center", "Address", "Opening hours"]], rows=rows,
+                              widths=[30.0, 45.0, 45.0], grid=True))
+    md = _markdown(pdf, tmp_path / "grid.pdf")
+    assert _rows(md) == [f"Service Center: {a}; Address: {b}; Opening hours: {c}." for a, b, c in rows]
+
+
+def test_literal_markdown_marker_never_reaches_a_heading(tmp_path: Path) -> None:
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    pdf.doc_title("# VX-40 Series \u2013 Usage Guide")
+    pdf.heading("## 1. Installation", 2)
+    pdf.para("Place the pump on a level foundation.")
+    heads = _headings(_markdown(pdf, tmp_path / "marker.pdf"))
+    assert heads == [(1, "VX-40 Series \u2013 Usage Guide"), (2, "1. Installation")]
+
+
+def test_wrapped_title_with_generous_leading_is_one_heading(tmp_path: Path) -> None:
+    st = Style(family="Times", body=10.5, sizes=(17, 13, 11), title_align="C", title_leading=1.6)
+    pdf = DevPdf(st)
+    pdf.add_page()
+    title = "Guidance on Patient Transport Eligibility and Reimbursement of Travel Expenses for Outpatients"
+    pdf.doc_title(title)
+    pdf.heading("1. Who Is Eligible", 2)
+    for _ in range(3):
+        pdf.para("Patients who need a stretcher or continuous oxygen during the journey, and patients whose condition "
+                 "means that travelling by other means would harm their health, can book patient transport.")
+    heads = _headings(_markdown(pdf, tmp_path / "title.pdf"))
+    assert heads == [(1, title), (2, "1. Who Is Eligible")]
+
+
+def _statement(tmp_path: Path) -> str:
+    from chunker.eval.devset.finance import _statement as statement
+
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5), bold_subheads=True))
+    pdf.add_page()
+    pdf.heading("Condensed Consolidated Statements of Operations", 3)
+    pdf.para("Net sales rose on higher volumes in every segment during the quarter, as described below in the "
+             "discussion of results. All figures are unaudited and in thousands of dollars.")
+    cur = {"Net sales": "16,425", "Cost of sales": "9,870", "Gross profit": "6,555", "Interest expense": "(412)",
+           "Net income": "3,020"}
+    prior = {"Net sales": "18,765", "Cost of sales": "11,002", "Gross profit": "7,763", "Interest expense": "(398)",
+             "Net income": "3,511"}
+    ytd = {k: v.replace("1", "2") for k, v in cur.items()}
+    ytd_prior = {k: v.replace("1", "3") for k, v in prior.items()}
+    pdf.ruled_table(statement([("2024", cur), ("2023", prior), ("2024", ytd), ("2023", ytd_prior)],
+                              [("Three Months Ended June 30,", 2), ("Six Months Ended June 30,", 2)],
+                              [("Net sales", "first"), ("Cost of sales", ""), ("Gross profit", "total"),
+                               ("Other items:", "section"), ("Interest expense", ""), ("Net income", "grand")]))
+    pdf.heading("Note 6. Debt", 3)
+    pdf.ruled_table(statement([("June 30, 2024", {"Term loan": "12,000", "Total debt": "49,046"}),
+                               ("December 31, 2023", {"Term loan": "11,000", "Total debt": "42,051"})], [],
+                              [("Term loan", "first"), ("Total debt", "grand")]))
+    return _markdown(pdf, tmp_path / "statement.pdf")
+
+
+def test_financial_statement_headers_currency_and_totals(tmp_path: Path) -> None:
+    md = _statement(tmp_path)
+    rows = _rows(md)
+    # Spanning period headers reach every column; the "$" column joins its figure instead of shifting values.
+    assert ("Column 1: Net sales; Three Months Ended June 30, 2024: $16,425; Three Months Ended June 30, 2023: "
+            "$18,765; Six Months Ended June 30, 2024: $26,425; Six Months Ended June 30, 2023: $38,765.") in rows, rows
+    assert any(r.startswith("Column 1: Interest expense; Three Months Ended June 30, 2024: (412);") for r in rows)
+    # A section label is a row of its own, not glued to the total above it.
+    assert "Column 1: Other items:." in rows and any(r.startswith("Column 1: Gross profit;") for r in rows)
+    assert "Column 1: Total debt; June 30, 2024: $49,046; December 31, 2023: $42,051." in rows
+    # Totals are rows, never headings; no data row labels the others; the prose is not a heading either.
+    heads = [t for _, t in _headings(md)]
+    assert heads == ["Condensed Consolidated Statements of Operations", "Note 6. Debt"], heads
+    assert not any(r.startswith("16,425") or "Net sales:" in r for r in rows)
