@@ -351,6 +351,10 @@ class ServeConfig(_Section):
     )
 
 
+# Backends that load the model into the process that asks for them (not a client of a served model).
+_IN_PROCESS_MODELS = ("vllm", "transformers")
+
+
 class Config(_Section):
     intake: IntakeConfig = Field(default_factory=IntakeConfig, description="Input discovery and page batching.")
     render: RenderConfig = Field(default_factory=RenderConfig, description="Page rendering.")
@@ -379,6 +383,14 @@ class Config(_Section):
         if self.planner.kind == "llm" and not self.planner.llm_backend and self.converter.backend == "pdf-text":
             raise ValueError("planner.kind=llm needs a model: set planner.llm_backend (vllm, openai, transformers, "
                              "scripted) or use a model converter backend")
+        if self.planner.kind == "llm" and not self.planner.llm_backend and self.converter.backend in _IN_PROCESS_MODELS:
+            # The planner would load a second copy of the model (a second vLLM engine) inside the planning stage,
+            # which holds no GPU: the run dies there, or loads a 16 GB model on CPU. Say so before anything starts.
+            raise ValueError(
+                f"planner.kind=llm with converter.backend={self.converter.backend} would load a second copy of the "
+                "converter's model inside the planning stage, which has no GPU; set planner.llm_backend=openai (the "
+                "model served once, e.g. by vllm serve) or scripted, or name the in-process backend explicitly "
+                f"(planner.llm_backend={self.converter.backend}) where the planner runs on a GPU host (jobs.rechunk)")
         return self
 
 

@@ -56,3 +56,16 @@ def test_llm_planner_without_a_model_fails_at_load():
     with pytest.raises(ConfigError, match="planner.llm_backend"):
         load_config(None, ["planner.kind=llm"])
     assert load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"]).planner.kind == "llm"
+
+
+@pytest.mark.parametrize("backend", ["vllm", "transformers"])
+def test_llm_planner_on_the_converters_in_process_model_is_refused(backend):
+    # It would build a second engine (a second copy of the model) inside the GPU-less planning stage.
+    with pytest.raises(ConfigError, match=f"second copy of the converter's model.*planner.llm_backend={backend}"):
+        load_config(None, [f"converter.backend={backend}", "planner.kind=llm"])
+    # Named explicitly (jobs.rechunk on a GPU host) or served once (openai), it is the user's choice.
+    for named in (backend, "openai"):
+        cfg = load_config(None, [f"converter.backend={backend}", "planner.kind=llm", f"planner.llm_backend={named}"])
+        assert cfg.planner.llm_backend == named
+    # A served model (openai) or the test backends share nothing in-process: the converter's backend is fine.
+    assert load_config(None, ["converter.backend=openai", "planner.kind=llm"]).planner.kind == "llm"
