@@ -69,3 +69,21 @@ def test_llm_planner_on_the_converters_in_process_model_is_refused(backend):
         assert cfg.planner.llm_backend == named
     # A served model (openai) or the test backends share nothing in-process: the converter's backend is fine.
     assert load_config(None, ["converter.backend=openai", "planner.kind=llm"]).planner.kind == "llm"
+
+
+def test_the_segment_timeout_is_a_last_resort_behind_the_batch_timeouts():
+    # pdf-text has no batch timeout: the segment timeout keeps its default.
+    assert load_config(None).ray.document_timeout_s == 1800
+    # A model converter: 64 + 2 pages x 240 s of model time per page is 15,840 s; unset, the segment gets twice that.
+    cfg = load_config(None, ["converter.backend=vllm"])
+    assert cfg.segment_model_budget_s() == 66 * 240
+    assert cfg.ray.document_timeout_s == 2 * 66 * 240
+    assert load_config(None, ["converter.backend=vllm", "intake.segment_pages=8", "converter.page_timeout_s=10"]
+                       ).ray.document_timeout_s == 1800  # never below the default
+    # Set below the budget, it would fail whole segments before any batch could fall back: refused, by name.
+    with pytest.raises(ConfigError, match=r"ray.document_timeout_s=1800 would fire before the batch timeouts of a "
+                                          r"66-page segment.*at least 15840"):
+        load_config(None, ["converter.backend=vllm", "ray.document_timeout_s=1800"])
+    assert load_config(None, ["converter.backend=vllm", "ray.document_timeout_s=null"]).ray.document_timeout_s is None
+    assert load_config(None, ["converter.backend=vllm", "converter.page_timeout_s=null",
+                              "ray.document_timeout_s=1800"]).ray.document_timeout_s == 1800
