@@ -126,7 +126,11 @@ class ModelConfig(_Section):
 class ConverterConfig(_Section):
     backend: str = Field("pdf-text", description="Conversion backend: pdf-text, vllm, openai, transformers, simulated, scripted.")
     mode: Literal["markdown", "chunks"] = Field("markdown", description="Output format asked of the model.")
-    prompt_version: str = Field("v1", description="Prompt version; recorded with every converted batch.")
+    prompt_version: str = Field(
+        "v2", description="Prompt version; recorded with every converted batch (v2: fixed instructions before the "
+        "page images, page numbers and context after them, so the prefix cache reuses the instructions; v1: all text "
+        "after the images)."
+    )
     retry_temperatures: list[float] = Field(
         default_factory=lambda: [0.1, 0.3, 0.6], description="Temperature ladder tried per batch before single pages."
     )

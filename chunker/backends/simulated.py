@@ -76,7 +76,7 @@ class EngineSpec:
         visual = sum(math.ceil(w / PATCH_PX) * math.ceil(h / PATCH_PX) for w, h in request.image_sizes)
         if not request.image_sizes:  # images without sizes: assume a full A4 render at 1568 px
             visual = len(request.images) * 40 * 56
-        return visual + (len(request.system) + len(request.user)) // 4
+        return visual + (len(request.system) + len(request.instructions) + len(request.user)) // 4
 
     def pages_per_s(self, prefill_per_page: float, output_per_page: float) -> float:
         """Saturated throughput (the roofline) for pages of the given token counts."""
