@@ -24,7 +24,6 @@ its context. The segment-level timeout (``ray.document_timeout_s``) is only a la
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -111,8 +110,6 @@ class VlmConverter:
                 temps.append(t)
         self.ladder = temps
         self.page_ladder = [temps[0]] if len(temps) == 1 else [temps[0], temps[-1]]
-        # pdfium is not thread-safe: fallbacks of concurrent chains take turns in the worker thread.
-        self._fallback_lock = threading.Lock()
 
     def needs_images(self) -> bool:
         return True
@@ -297,16 +294,14 @@ class VlmConverter:
         path = rendered.heading_path or split.trailer.heading_path
         return markdown, BatchContext(summary, tail, path, rendered.open_table)
 
-    def _fallback_sync(self, source_uri: str, pages: list[int]) -> str:
-        with self._fallback_lock:
-            return self.fallback.markdown_for_pages(source_uri, pages)
-
     async def _fallback(
         self, job: SegmentJob, pages: list[int], ctx: BatchContext, tally: _Tally
     ) -> tuple[str, BatchContext]:
         """The last resort: the text layer, visibly flagged. A failing fallback leaves the pages empty and says so."""
         try:
-            md = await asyncio.to_thread(self._fallback_sync, job.source_uri, pages)
+            # In a worker thread; the pdf-text converter takes the pdfium lock per page itself and runs OCR outside
+            # it, so fallbacks of concurrent chains do not queue behind one another's OCR.
+            md = await asyncio.to_thread(self.fallback.markdown_for_pages, job.source_uri, pages)
         except (BackendUnavailable, EngineDead):
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the row as lost pages; the verdict makes it partial
