@@ -87,3 +87,39 @@ def test_the_segment_timeout_is_a_last_resort_behind_the_batch_timeouts():
     assert load_config(None, ["converter.backend=vllm", "ray.document_timeout_s=null"]).ray.document_timeout_s is None
     assert load_config(None, ["converter.backend=vllm", "converter.page_timeout_s=null",
                               "ray.document_timeout_s=1800"]).ray.document_timeout_s == 1800
+
+
+def test_every_shipped_config_loads():
+    from pathlib import Path
+
+    names = []
+    for path in sorted(Path("configs").glob("*.yaml")):
+        if path.name == "serve.yaml":  # a Ray Serve deploy file (serve deploy), not a job config
+            continue
+        cfg = load_config(path)
+        names.append(path.stem)
+        if cfg.converter.backend == "vllm":
+            m = cfg.converter.model
+            # Chains in flight keep every engine slot busy.
+            assert cfg.ray.convert_concurrency >= m.max_num_seqs, path
+    assert {"local", "qwen2.5-vl-7b", "qwen2.5-vl-7b-fp8", "qwen2.5-vl-7b-throughput"} <= set(names)
+
+
+def test_fp8_and_throughput_profiles_say_what_they_promise():
+    from chunker.backends.vllm_requests import build_engine_args
+
+    fp8 = load_config("configs/qwen2.5-vl-7b-fp8.yaml")
+    args = build_engine_args(fp8.converter.model, "/m", max_images=fp8.intake.batch_pages, mm_kwargs={})
+    assert (args["quantization"], args["kv_cache_dtype"]) == ("fp8", "fp8")
+    assert fp8.converter.model.max_num_seqs == 128 and fp8.render.max_side_px == 1568
+    tp = load_config("configs/qwen2.5-vl-7b-throughput.yaml")
+    assert tp.render.max_side_px == 1288 and tp.intake.batch_pages in (1, 2) and tp.converter.model.max_num_seqs == 128
+    # The prompt fits: pages of up to (1288/28)^2 visual tokens, ~1.5k of text, and the output cap.
+    assert tp.intake.batch_pages * (1288 // 28) ** 2 + 1500 + tp.converter.model.max_output_tokens \
+        <= tp.converter.model.max_model_len
+    # The first GPU hour (jobs.gpu_check) measures this very profile.
+    from jobs.gpu_check import GPU_PROFILES
+
+    measured = {(a[a.index("--side") + 1], a[a.index("--pages") + 1], a[a.index("--decode-batch") + 1])
+                for a in (p.args for p in GPU_PROFILES if "7b" in p.name)}
+    assert ("1288", str(tp.intake.batch_pages), str(tp.converter.model.max_num_seqs)) in measured
