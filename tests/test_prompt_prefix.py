@@ -101,3 +101,15 @@ def test_every_chat_builder_writes_instructions_images_then_the_rest() -> None:
     # A request without instructions (v1, the LLM planner) keeps its old shape: images, then its text.
     v1, _ = _two_requests("v1")
     assert [p["type"] for p in build_payload(v1, "m")["messages"][1]["content"]] == ["image_url"] * 4 + ["text"]
+
+
+def test_the_engine_reports_the_tokens_its_prefix_cache_served() -> None:
+    from types import SimpleNamespace
+
+    from chunker.backends.vllm_requests import result_from_output
+
+    done = SimpleNamespace(text="# A", token_ids=[1, 2], finish_reason="stop")
+    out = SimpleNamespace(outputs=[done], prompt_token_ids=list(range(900)), num_cached_tokens=896)
+    assert result_from_output(out, "m").cached_tokens == 896
+    out.num_cached_tokens = None  # an engine without the number
+    assert result_from_output(out, "m").cached_tokens == 0

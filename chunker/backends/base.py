@@ -41,6 +41,7 @@ class GenerationResult:
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     model: str = ""
     finish_detail: str = ""  # the backend's own reason when it differs, e.g. vLLM's "repetition" (-> "length")
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache (vLLM's num_cached_tokens)
 
 
 class ModelBackend(Protocol):

@@ -192,6 +192,8 @@ def result_from_output(output: Any, model: str) -> GenerationResult:
         finish_reason=_FINISH.get(reason, "error"),
         model=model,
         finish_detail=reason if reason in _FINISH and _FINISH[reason] != reason else "",
+        # V1 reports the prompt tokens its prefix cache served (None where it has no number).
+        cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
     )
 
 
