@@ -22,7 +22,7 @@ from chunker.backends.simulated import EngineSpec
 from chunker.config import ConfigError, load_config
 from chunker.errors import SetupError
 from jobs.bench.experiments import SIZES, TARGETS, _sim_factory, experiments, stages_section
-from jobs.bench.gpu_estimate import gpu_estimate
+from jobs.bench.gpu_estimate import gpu_estimate, time_scale_for
 from jobs.bench.report import markdown, plots
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -89,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         else:
             cfg.converter.backend = "simulated"
-            ts = args.time_scale or size["ts"]
+            ts = args.time_scale or time_scale_for(spec, size["ts"])
             rep["meta"]["time_scale"] = ts
             rep.update(experiments(cfg, size, out, args.seed, lambda s: _sim_factory(cfg, spec, s, args.seed),
                                    ts, concurrency, args.order))

@@ -68,6 +68,22 @@ def estimate_row(model: str, cfg: ModelConfig, gpu: str, precision: str, pages: 
             "kv_read_gb_per_step": round(st.kv_read_gb, 1), "pages_per_s": round(st.requests_per_s * pages, 2)}
 
 
+def engine_pages_per_s(spec: EngineSpec, pages: int = 4, side: int = 1568) -> float:
+    """Saturated pages/s of one simulated engine on requests of ``pages`` A4 pages at ``side`` px."""
+    shape = request_shape(pages, side)
+    if spec.cost is None:
+        return spec.pages_per_s(shape["prompt"] / pages, shape["output"] / pages)
+    st = spec.cost.steady_state(shape["prompt"], shape["cached"], shape["visual"], pages, shape["output"],
+                                spec.max_num_seqs, spec.max_num_batched_tokens)
+    return st.requests_per_s * pages
+
+
+def time_scale_for(spec: EngineSpec, base: float) -> float:
+    """The benchmark's time scales were chosen for an engine of the flat defaults' rate: scale them with the
+    engine's rate, so the host converts the same pages per wall second (the same CPU load) whatever it stands for."""
+    return base * engine_pages_per_s(spec) / engine_pages_per_s(EngineSpec())
+
+
 def assumptions() -> list[str]:
     gpus = [f"{g.name}: {g.hbm_bytes_per_s / 1e12:g} TB/s, {g.bf16_flops / 1e12:g} / {g.fp8_flops / 1e12:g} "
             f"TFLOP/s bf16 / fp8 dense, {g.memory_gib:g} GiB ({g.source})" for g in gm.GPU_CLASSES.values()]
