@@ -55,13 +55,15 @@ def request_shape(pages: int, side: int) -> dict[str, int]:
             "output": OUTPUT_TOKENS_PER_PAGE * pages}
 
 
-def estimate_row(model: str, cfg: ModelConfig, gpu: str, precision: str, pages: int, side: int) -> dict[str, Any]:
+def estimate_row(model: str, cfg: ModelConfig, gpu: str, precision: str, pages: int, side: int,
+                 max_num_seqs: int = MAX_NUM_SEQS) -> dict[str, Any]:
     quantization, kv = PRECISIONS[precision]
     cm = gm.cost_model(cfg.name, gpu, quantization=quantization, kv_cache_dtype=kv,
                        gpu_memory_utilization=cfg.gpu_memory_utilization)
     assert cm is not None, f"no cost model for {cfg.name}"
     shape = request_shape(pages, side)
-    st = cm.steady_state(shape["prompt"], shape["cached"], shape["visual"], pages, shape["output"], MAX_NUM_SEQS)
+    st = cm.steady_state(shape["prompt"], shape["cached"], shape["visual"], pages, shape["output"], max_num_seqs,
+                         cfg.max_num_batched_tokens)
     return {"model": model, "gpu": gpu, "precision": precision, "pages_per_request": pages, "side_px": side,
             "prompt_tokens": shape["prompt"], "output_tokens": shape["output"], "sequences": st.sequences,
             "kv_cache_tokens": cm.kv_capacity_tokens, "step_ms": round(st.step_s * 1000, 1),
@@ -104,14 +106,16 @@ def assumptions() -> list[str]:
 
 
 def gpu_estimate(calibration: str | None = None, gpus: tuple[str, ...] = ("h100", "h200")) -> dict[str, Any]:
-    rows = []
+    rows, shipped = [], []
     for model, path in CONFIGS.items():
         cfg = load_config(path).converter.model
         for _, pages, side in LAYOUTS:
             for gpu in gpus:
                 for precision in PRECISIONS:
                     rows.append(estimate_row(model, cfg, gpu, precision, pages, side))
-    out: dict[str, Any] = {"rows": rows, "anchor": ANCHOR, "assumptions": assumptions(),
+        # The config file as it ships (its own max_num_seqs, sized for smaller cards), on the first GPU class.
+        shipped.append(estimate_row(model, cfg, gpus[0], "bf16", 4, 1568, max_num_seqs=cfg.max_num_seqs))
+    out: dict[str, Any] = {"rows": rows, "shipped": shipped, "anchor": ANCHOR, "assumptions": assumptions(),
                            "source": "estimated (cost model), not measured on a GPU"}
     if calibration:
         spec = EngineSpec.from_calibration(calibration)
@@ -143,7 +147,12 @@ def markdown(sec: dict[str, Any]) -> list[str]:
             prompt = index[(model, pages, side, gpus[0], "bf16")]["prompt_tokens"]
             lines.append(f"| {model} | {label} | {prompt:,} | " + " | ".join(cells) + " |")
     near = index[("7B", 1, 1288, "h100", "fp8")] if "h100" in gpus else None
-    lines += ["", "(seqs: sequences running at once: max_num_seqs, or what the KV cache holds with their answers.)", ""]
+    lines += ["", f"(max_num_seqs {MAX_NUM_SEQS}, the guidance for 80-141 GB cards; seqs: sequences running at once, "
+              "fewer where the KV cache cannot hold them with their answers.)", ""]
+    if sec.get("shipped"):
+        lines += ["As the config files ship (max_num_seqs sized for smaller cards), bf16, 4 x 1,568 px: " + "; ".join(
+            f"{r['model']} with {r['sequences']} sequences on an {r['gpu'].upper()}: {r['pages_per_s']} pages/s"
+            for r in sec["shipped"]) + ".", ""]
     if near:
         lines += [f"The layout nearest the anchor (7B, one 1,288 px page per request, H100, FP8) is estimated at "
                   f"{near['pages_per_s']} pages/s, {near['pages_per_s'] / a['pages_per_s']:.1f}x the anchor: read "
