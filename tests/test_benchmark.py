@@ -123,8 +123,16 @@ def test_benchmark_tiny_report_shape(tmp_path: Path) -> None:
     for name in ("throughput_vs_actors.png", "per_page_vs_length.png", "stage_cost.png"):
         assert (out / name).stat().st_size > 1000
     md = (out / "report.md").read_text()
-    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) Single-document", "(e) CPU stages"):
+    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) Single-document", "(e) CPU stages",
+                    "Per-GPU estimate"):
         assert heading in md
+    # The simulated engine stands for the 7B config on an H100 through the KV-aware cost model, and the report
+    # carries the per-GPU estimate for the shipped configs, bf16 and FP8, 1,568 and 1,288 px, H100 and H200.
+    assert rep["meta"]["engine"].startswith("simulated, cost model: Qwen2.5-VL-7B on H100")
+    est = rep["gpu_estimate"]
+    assert {(r["model"], r["precision"], r["side_px"], r["gpu"]) for r in est["rows"]} >= {
+        (m, p, px, g) for m in ("7B", "3B") for p in ("bf16", "fp8") for px in (1568, 1288) for g in ("h100", "h200")}
+    assert "olmOCR-2" in md and "not measured" in md
     assert rep["efficiency"]["failed_segments"] == 0
 
 

@@ -20,20 +20,11 @@ The engine is a fluid model of continuous batching, advanced by an asyncio sched
 Token counts follow Qwen2.5-VL: one visual token per 28x28 pixels of each image ((w/28)*(h/28), from the request's
 ``image_sizes``), text at ~4 characters per token, output = the length of the answer written here.
 
-Default figures (``EngineSpec``), Qwen2.5-VL-7B-Instruct bf16 on one H100 80 GB with vLLM, from published figures,
-not measured here (no GPU on the machine this was written on):
-
-* prefill 25k tokens/s: 2 x 7.6 GFLOP per LLM token plus the ViT on 4 patches per merged token, at ~40-50 % MFU of
-  ~990 dense TFLOP/s;
-* decode 4k tokens/s aggregate at a full batch (memory-bound: weights + KV cache of 32-64 long sequences per step),
-  90 tokens/s for one sequence alone (~11 ms per step);
-* 500 output tokens per page (a dense page of ~380 words of Markdown); an A4 page rendered at 1568 px long side is
-  1109x1568 = ~2.2k visual tokens.
-
-That gives ~4.4 pages/s per GPU when saturated, in line with what olmOCR reports for a Qwen2-VL-7B fine-tune on an
-H100 (~$190 per million pages at ~$2.7/GPU-hour, i.e. ~4 pages/s). Recalibrate ``EngineSpec`` before trusting absolute
-figures: ``python -m jobs.calibrate --write-calibration FILE`` on a GPU times a random model of the real shape, and
-``EngineSpec.from_calibration(FILE)`` / ``SimulatedBackend.from_calibration(FILE)`` load what it measured.
+Flat defaults (``EngineSpec()``, what a bare ``SimulatedBackend`` runs on) stand for Qwen2.5-VL-7B bf16 on one H100
+from published figures, without the KV tax: prefill 25k tokens/s, decode 4k tokens/s aggregate and 90 tokens/s for
+one sequence, 500 output tokens per page: ~4.4 pages/s saturated on 4-page requests of 1,568 px. The benchmark uses
+the cost model instead, and a GPU calibration (``python -m jobs.calibrate --write-calibration FILE``, loaded by
+``EngineSpec.from_calibration`` / ``SimulatedBackend.from_calibration``) replaces both with measured rates.
 
 ``time_scale`` stretches (>1) or compresses (<1) simulated time against wall time, so tests run fast. The engine
 advances by the wall time that really passed (like a GPU, it keeps working while the host CPU is busy), so CPU work
