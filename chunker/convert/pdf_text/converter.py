@@ -125,6 +125,8 @@ class PdfTextConverter:
         return pages, ""
 
     def _read_page(self, doc: pdfium.PdfDocument, n: int) -> _Page:
+        # What reads the PDF holds the pdfium lock; what works on the extracted lines, boxes and rules does not.
+        scan = rules = None
         with _PDFIUM_LOCK:
             pdf_page = doc[n - 1]
             try:
@@ -134,21 +136,21 @@ class PdfTextConverter:
                 # OCR costs seconds: only pages that carry a sizeable picture can hold scanned text.
                 pictured = any((b[2] - b[0]) * (b[3] - b[1]) >= 0.05 * area for b in boxes)
                 scanned = text.n_chars < self.opts.ocr_min_chars and pictured
-                if not (scanned and self.opts.ocr):
-                    page = _Page(n, text=text)
-                    page.figures = find_figures(
-                        text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
-                    if self.opts.tables:
-                        rules = page_rules(pdf_page, text.height)
-                        if rules.horizontal:
-                            page.tables = find_tables(text, rules, 0.0)
-                    return page
-                try:
-                    scan = self._ocr.rasterise(pdf_page)
-                except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
-                    return _Page(n, text=text, error=f"OCR failed: {exc}")
+                if scanned and self.opts.ocr:
+                    try:
+                        scan = self._ocr.rasterise(pdf_page)
+                    except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
+                        return _Page(n, text=text, error=f"OCR failed: {exc}")
+                elif self.opts.tables:
+                    rules = page_rules(pdf_page, text.height)
             finally:
                 pdf_page.close()
+        if scan is None:
+            page = _Page(n, text=text)
+            page.figures = find_figures(text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
+            if rules is not None and rules.horizontal:
+                page.tables = find_tables(text, rules, 0.0)
+            return page
         # A scanned page: the recogniser runs without the pdfium lock. Scans (a full-page image) are the text, not a
         # figure, and have no ruled tables to read.
         try:
