@@ -165,3 +165,18 @@ def test_real_mode_fails_clearly_without_a_gpu(tmp_path: Path, capsys: pytest.Ca
 
     assert main(["--backend", "vllm", "--output", str(tmp_path)]) == 2
     assert "needs NVIDIA GPUs" in capsys.readouterr().err
+
+
+def test_a_calibration_replaces_the_cost_model_in_the_report(tmp_path: Path) -> None:
+    from jobs.benchmark import main
+
+    cal = tmp_path / "engine.json"
+    cal.write_text(json.dumps({"engine_spec": {"prefill_tokens_per_s": 30000.0, "decode_tokens_per_s": 6000.0,
+                                               "seq_decode_tokens_per_s": 80.0, "max_num_seqs": 48,
+                                               "output_tokens_per_page": 500}}))
+    out = tmp_path / "bench"
+    assert main(["stages", "--tiny", "--no-e2e", "--no-embed", "--calibration", str(cal), "--output", str(out)]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["meta"]["engine"].startswith("simulated, flat rates: prefill 30000 tok/s")
+    assert rep["meta"]["concurrency"] == 48 and rep["gpu_estimate"]["calibrated"]["pages_per_s_4x1568"] > 0
+    assert "Calibration `" in (out / "report.md").read_text()
