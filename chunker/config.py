@@ -112,6 +112,11 @@ class ModelConfig(_Section):
     )
     temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the first attempt.")
     max_output_tokens: int = Field(8192, ge=16, description="Output token cap for one page batch.")
+    max_output_tokens_per_page: int = Field(
+        4096, ge=16, description="Output token cap of one page when a batch is converted one page at a time (after "
+        "an answer cut off by the cap or a repetition loop, or a failed ladder); never above max_output_tokens. A "
+        "dense page of Markdown is ~500-1,500 tokens."
+    )
     base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint (openai backend).")
     api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (openai backend).")
     request_timeout_s: float = Field(600.0, gt=0, description="Timeout of one request (openai backend).")
@@ -125,11 +130,23 @@ class ModelConfig(_Section):
 class ConverterConfig(_Section):
     backend: str = Field("pdf-text", description="Conversion backend: pdf-text, vllm, openai, transformers, simulated, scripted.")
     mode: Literal["markdown", "chunks"] = Field("markdown", description="Output format asked of the model.")
-    prompt_version: str = Field("v1", description="Prompt version; recorded with every converted batch.")
+    prompt_version: str = Field(
+        "v2", description="Prompt version; recorded with every converted batch (v2: fixed instructions before the "
+        "page images, page numbers and context after them, so the prefix cache reuses the instructions; v1: all text "
+        "after the images)."
+    )
     retry_temperatures: list[float] = Field(
         default_factory=lambda: [0.1, 0.3, 0.6], description="Temperature ladder tried per batch before single pages."
     )
-    split_pages_on_failure: bool = Field(True, description="After the ladder fails, retry the batch one page at a time.")
+    split_pages_on_failure: bool = Field(
+        True, description="After the ladder fails, or at once when an answer is cut off by the output cap (or a "
+        "repetition loop), convert the batch one page at a time."
+    )
+    page_timeout_s: float | None = Field(
+        240.0, gt=0, description="Model time per page of a batch: a batch of n pages gets n x this for all its "
+        "attempts (retries and single pages included); past it, its pages not yet converted come from the text layer, "
+        "flagged as fallback, and the chain goes on. None: no batch timeout (ray.document_timeout_s still applies)."
+    )
     max_fallback_share: float = Field(
         0.25, ge=0, le=1, description="A document with more fallback pages than this share is reported partial."
     )
@@ -324,7 +341,10 @@ class RayConfig(_Section):
     embed_actors: int = Field(1, ge=1, description="Embedding actors.")
     embed_num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor.")
     document_timeout_s: float | None = Field(
-        1800.0, gt=0, description="Longest one document segment may convert; past it that document fails, not the job."
+        1800.0, gt=0, description="Longest one document segment may convert; past it that document fails, not the "
+        "job. A last resort behind converter.page_timeout_s: with a model converter and no value given it becomes "
+        "2 x the segment's model budget ((segment_pages + segment_overlap_pages) x page_timeout_s), and a value "
+        "below that budget is refused (it would fail whole segments before batches fall back page by page)."
     )
     no_progress_timeout_s: float | None = Field(
         None, gt=0, description="Ray Data fails a run in which no block moves for this long (ExecutionTimeoutError). "
@@ -408,6 +428,10 @@ class ServeConfig(_Section):
     )
 
 
+# Backends that load the model into the process that asks for them (not a client of a served model).
+_IN_PROCESS_MODELS = ("vllm", "transformers")
+
+
 class Config(_Section):
     intake: IntakeConfig = Field(default_factory=IntakeConfig, description="Input discovery and page batching.")
     render: RenderConfig = Field(default_factory=RenderConfig, description="Page rendering.")
@@ -445,7 +469,38 @@ class Config(_Section):
         if self.planner.kind == "llm" and not self.planner.llm_backend and self.converter.backend == "pdf-text":
             raise ValueError("planner.kind=llm needs a model: set planner.llm_backend (vllm, openai, transformers, "
                              "scripted) or use a model converter backend")
+        if self.planner.kind == "llm" and not self.planner.llm_backend and self.converter.backend in _IN_PROCESS_MODELS:
+            # The planner would load a second copy of the model (a second vLLM engine) inside the planning stage,
+            # which holds no GPU: the run dies there, or loads a 16 GB model on CPU. Say so before anything starts.
+            raise ValueError(
+                f"planner.kind=llm with converter.backend={self.converter.backend} would load a second copy of the "
+                "converter's model inside the planning stage, which has no GPU; set planner.llm_backend=openai (the "
+                "model served once, e.g. by vllm serve) or scripted, or name the in-process backend explicitly "
+                f"(planner.llm_backend={self.converter.backend}) where the planner runs on a GPU host (jobs.rechunk)")
         return self
+
+    @model_validator(mode="after")
+    def _segment_timeout_is_the_last_resort(self) -> "Config":
+        budget = self.segment_model_budget_s()
+        if budget is None:
+            return self
+        if "document_timeout_s" not in self.ray.model_fields_set:
+            self.ray.document_timeout_s = max(self.ray.document_timeout_s or 0.0, 2 * budget)
+        elif self.ray.document_timeout_s is not None and self.ray.document_timeout_s < budget:
+            pages = self.intake.segment_pages + self.intake.segment_overlap_pages
+            raise ValueError(
+                f"ray.document_timeout_s={self.ray.document_timeout_s:g} would fire before the batch timeouts of a "
+                f"{pages}-page segment ({pages} x converter.page_timeout_s={self.converter.page_timeout_s:g} = "
+                f"{budget:g} s) and fail the whole segment: raise it to at least {budget:g}, lower "
+                "converter.page_timeout_s, or set ray.document_timeout_s=null")
+        return self
+
+    def segment_model_budget_s(self) -> float | None:
+        """Model time the longest segment may take, batch timeouts included; None without a model converter or
+        without a batch timeout."""
+        if self.converter.backend == "pdf-text" or not self.converter.page_timeout_s:
+            return None
+        return (self.intake.segment_pages + self.intake.segment_overlap_pages) * self.converter.page_timeout_s
 
 
 def _format_error(err: ValidationError, origin: str) -> str:
@@ -519,6 +574,7 @@ CONTENT_FIELDS = frozenset({
     "converter.summary_max_chars", "converter.pdf_text",
     "converter.model.name", "converter.model.dtype", "converter.model.temperature", "converter.model.max_output_tokens",
     # weights and KV cache precision, and when generation stops: the same page can read differently
+    "converter.model.max_output_tokens_per_page",
     "converter.model.quantization", "converter.model.kv_cache_dtype", "converter.model.repetition_penalty",
     "converter.model.repetition_max_pattern_tokens", "converter.model.repetition_min_count",
     "planner",
@@ -531,6 +587,8 @@ RUNTIME_FIELDS = frozenset({
     "intake.fetch_cache_gb",
     # the verdict's threshold: it labels a document ok or partial, both are indexed with the same chunks
     "converter.max_fallback_share",
+    # deadlines, like request_timeout_s: what they cut short falls back visibly and is not in the ledger's way
+    "converter.page_timeout_s",
     # where the weights are, how the engine is sized and reached: the same model answers the same prompts
     "converter.model.path", "converter.model.allow_download", "converter.model.tensor_parallel_size",
     "converter.model.max_model_len", "converter.model.gpu_memory_utilization", "converter.model.max_num_seqs",

@@ -22,6 +22,7 @@ from chunker.backends.simulated import EngineSpec
 from chunker.config import ConfigError, load_config
 from chunker.errors import SetupError
 from jobs.bench.experiments import SIZES, TARGETS, _sim_factory, experiments, stages_section
+from jobs.bench.gpu_estimate import gpu_estimate, time_scale_for
 from jobs.bench.report import markdown, plots
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -40,6 +41,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="segment order for (b); (a) reports both")
     p.add_argument("--calibration", default=None, metavar="FILE",
                    help="engine capacity from python -m jobs.calibrate --write-calibration FILE")
+    p.add_argument("--gpu", default="h100", choices=["h100", "h200"],
+                   help="GPU class the simulated engine's cost model stands for (no --calibration)")
     p.add_argument("--gpu-hour-usd", type=float, default=0.0, help="price of one GPU-hour, for cost per M pages")
     p.add_argument("--no-e2e", action="store_true", help="skip the end-to-end ingest run")
     p.add_argument("--no-embed", action="store_true", help="skip embedding and Milvus rates")
@@ -65,14 +68,16 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     # The simulated engine stands for Qwen2.5-VL-7B on one H100: without a config, use that config's batch size (32),
     # not ModelConfig's generic default.
-    spec = EngineSpec(max_num_seqs=cfg.converter.model.max_num_seqs if args.config else 32)
-    if args.calibration:
+    spec = EngineSpec.for_model(cfg.converter.model, args.gpu,
+                                max_num_seqs=cfg.converter.model.max_num_seqs if args.config else 32)
+    if args.calibration:  # measured on a GPU: replaces the cost model
         spec = EngineSpec.from_calibration(args.calibration)
     concurrency = args.concurrency or spec.max_num_seqs
     rep: dict[str, Any] = {"meta": {
         "mode": "real" if real else "simulated", "size": size_name, "seed": args.seed, "concurrency": concurrency, "order": args.order,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "engine": "vllm" if real else f"simulated {spec}", "targets": TARGETS}}
+        "engine": "vllm" if real else f"simulated, {spec.describe()}", "targets": TARGETS}}
+    rep["gpu_estimate"] = gpu_estimate(args.calibration)
     if args.command == "report":
         if real:
             from jobs.bench.real import run_real
@@ -84,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
         else:
             cfg.converter.backend = "simulated"
-            ts = args.time_scale or size["ts"]
+            ts = args.time_scale or time_scale_for(spec, size["ts"])
             rep["meta"]["time_scale"] = ts
             rep.update(experiments(cfg, size, out, args.seed, lambda s: _sim_factory(cfg, spec, s, args.seed),
                                    ts, concurrency, args.order))

@@ -144,7 +144,8 @@ class ConvertStage:
             return
         for b in batches:
             b.config_hash = self.cfg_hash
-        self.store.write_segment(BATCHES, job.doc_id, job.segment_index, to_table(batches, CONVERTED_BATCH))
+        await asyncio.to_thread(self.store.write_segment, BATCHES, job.doc_id, job.segment_index,
+                                to_table(batches, CONVERTED_BATCH))
         row.batches = batches
         row.convert_s = time.perf_counter() - t0
         row.tokens = int(sum(b.output_tokens or 0 for b in batches if not b.context_only))

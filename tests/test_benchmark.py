@@ -123,8 +123,16 @@ def test_benchmark_tiny_report_shape(tmp_path: Path) -> None:
     for name in ("throughput_vs_actors.png", "per_page_vs_length.png", "stage_cost.png"):
         assert (out / name).stat().st_size > 1000
     md = (out / "report.md").read_text()
-    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) Single-document", "(e) CPU stages"):
+    for heading in ("(a) Efficiency", "(b) Scaling", "(c) Per-page", "(d) Single-document", "(e) CPU stages",
+                    "Per-GPU estimate"):
         assert heading in md
+    # The simulated engine stands for the 7B config on an H100 through the KV-aware cost model, and the report
+    # carries the per-GPU estimate for the shipped configs, bf16 and FP8, 1,568 and 1,288 px, H100 and H200.
+    assert rep["meta"]["engine"].startswith("simulated, cost model: Qwen2.5-VL-7B on H100")
+    est = rep["gpu_estimate"]
+    assert {(r["model"], r["precision"], r["side_px"], r["gpu"]) for r in est["rows"]} >= {
+        (m, p, px, g) for m in ("7B", "3B") for p in ("bf16", "fp8") for px in (1568, 1288) for g in ("h100", "h200")}
+    assert "olmOCR-2" in md and "not measured" in md
     assert rep["efficiency"]["failed_segments"] == 0
 
 
@@ -157,3 +165,18 @@ def test_real_mode_fails_clearly_without_a_gpu(tmp_path: Path, capsys: pytest.Ca
 
     assert main(["--backend", "vllm", "--output", str(tmp_path)]) == 2
     assert "needs NVIDIA GPUs" in capsys.readouterr().err
+
+
+def test_a_calibration_replaces_the_cost_model_in_the_report(tmp_path: Path) -> None:
+    from jobs.benchmark import main
+
+    cal = tmp_path / "engine.json"
+    cal.write_text(json.dumps({"engine_spec": {"prefill_tokens_per_s": 30000.0, "decode_tokens_per_s": 6000.0,
+                                               "seq_decode_tokens_per_s": 80.0, "max_num_seqs": 48,
+                                               "output_tokens_per_page": 500}}))
+    out = tmp_path / "bench"
+    assert main(["stages", "--tiny", "--no-e2e", "--no-embed", "--calibration", str(cal), "--output", str(out)]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    assert rep["meta"]["engine"].startswith("simulated, flat rates: prefill 30000 tok/s")
+    assert rep["meta"]["concurrency"] == 48 and rep["gpu_estimate"]["calibrated"]["pages_per_s_4x1568"] > 0
+    assert "Calibration `" in (out / "report.md").read_text()

@@ -58,7 +58,7 @@ def test_runtime_knobs_leave_the_hash_alone(override):
 
 
 @pytest.mark.parametrize("override", [
-    "converter.model.name=other", "converter.model.temperature=0.5", "converter.prompt_version=v2",
+    "converter.model.name=other", "converter.model.temperature=0.5", "converter.prompt_version=v1",
     "render.max_side_px=1288", "intake.batch_pages=2", "intake.segment_pages=32", "embed.model=/m/other",
     "converter.pdf_text.ocr=false", "planner.max_chars=1400",
 ])
@@ -96,3 +96,70 @@ def test_llm_planner_without_a_model_fails_at_load():
     with pytest.raises(ConfigError, match="planner.llm_backend"):
         load_config(None, ["planner.kind=llm"])
     assert load_config(None, ["planner.kind=llm", "planner.llm_backend=scripted"]).planner.kind == "llm"
+
+
+@pytest.mark.parametrize("backend", ["vllm", "transformers"])
+def test_llm_planner_on_the_converters_in_process_model_is_refused(backend):
+    # It would build a second engine (a second copy of the model) inside the GPU-less planning stage.
+    with pytest.raises(ConfigError, match=f"second copy of the converter's model.*planner.llm_backend={backend}"):
+        load_config(None, [f"converter.backend={backend}", "planner.kind=llm"])
+    # Named explicitly (jobs.rechunk on a GPU host) or served once (openai), it is the user's choice.
+    for named in (backend, "openai"):
+        cfg = load_config(None, [f"converter.backend={backend}", "planner.kind=llm", f"planner.llm_backend={named}"])
+        assert cfg.planner.llm_backend == named
+    # A served model (openai) or the test backends share nothing in-process: the converter's backend is fine.
+    assert load_config(None, ["converter.backend=openai", "planner.kind=llm"]).planner.kind == "llm"
+
+
+def test_the_segment_timeout_is_a_last_resort_behind_the_batch_timeouts():
+    # pdf-text has no batch timeout: the segment timeout keeps its default.
+    assert load_config(None).ray.document_timeout_s == 1800
+    # A model converter: 64 + 2 pages x 240 s of model time per page is 15,840 s; unset, the segment gets twice that.
+    cfg = load_config(None, ["converter.backend=vllm"])
+    assert cfg.segment_model_budget_s() == 66 * 240
+    assert cfg.ray.document_timeout_s == 2 * 66 * 240
+    assert load_config(None, ["converter.backend=vllm", "intake.segment_pages=8", "converter.page_timeout_s=10"]
+                       ).ray.document_timeout_s == 1800  # never below the default
+    # Set below the budget, it would fail whole segments before any batch could fall back: refused, by name.
+    with pytest.raises(ConfigError, match=r"ray.document_timeout_s=1800 would fire before the batch timeouts of a "
+                                          r"66-page segment.*at least 15840"):
+        load_config(None, ["converter.backend=vllm", "ray.document_timeout_s=1800"])
+    assert load_config(None, ["converter.backend=vllm", "ray.document_timeout_s=null"]).ray.document_timeout_s is None
+    assert load_config(None, ["converter.backend=vllm", "converter.page_timeout_s=null",
+                              "ray.document_timeout_s=1800"]).ray.document_timeout_s == 1800
+
+
+def test_every_shipped_config_loads():
+    from pathlib import Path
+
+    names = []
+    for path in sorted(Path("configs").glob("*.yaml")):
+        if path.name == "serve.yaml":  # a Ray Serve deploy file (serve deploy), not a job config
+            continue
+        cfg = load_config(path)
+        names.append(path.stem)
+        if cfg.converter.backend == "vllm":
+            m = cfg.converter.model
+            # Chains in flight keep every engine slot busy.
+            assert cfg.ray.convert_concurrency >= m.max_num_seqs, path
+    assert {"local", "qwen2.5-vl-7b", "qwen2.5-vl-7b-fp8", "qwen2.5-vl-7b-throughput"} <= set(names)
+
+
+def test_fp8_and_throughput_profiles_say_what_they_promise():
+    from chunker.backends.vllm_requests import build_engine_args
+
+    fp8 = load_config("configs/qwen2.5-vl-7b-fp8.yaml")
+    args = build_engine_args(fp8.converter.model, "/m", max_images=fp8.intake.batch_pages, mm_kwargs={})
+    assert (args["quantization"], args["kv_cache_dtype"]) == ("fp8", "fp8")
+    assert fp8.converter.model.max_num_seqs == 128 and fp8.render.max_side_px == 1568
+    tp = load_config("configs/qwen2.5-vl-7b-throughput.yaml")
+    assert tp.render.max_side_px == 1288 and tp.intake.batch_pages in (1, 2) and tp.converter.model.max_num_seqs == 128
+    # The prompt fits: pages of up to (1288/28)^2 visual tokens, ~1.5k of text, and the output cap.
+    assert tp.intake.batch_pages * (1288 // 28) ** 2 + 1500 + tp.converter.model.max_output_tokens \
+        <= tp.converter.model.max_model_len
+    # The first GPU hour (jobs.gpu_check) measures this very profile.
+    from jobs.gpu_check import GPU_PROFILES
+
+    measured = {(a[a.index("--side") + 1], a[a.index("--pages") + 1], a[a.index("--decode-batch") + 1])
+                for a in (p.args for p in GPU_PROFILES if "7b" in p.name)}
+    assert ("1288", str(tp.intake.batch_pages), str(tp.converter.model.max_num_seqs)) in measured

@@ -1,3 +1,4 @@
+import io
 from concurrent.futures import ThreadPoolExecutor
 
 from fpdf import FPDF
@@ -40,3 +41,35 @@ def test_rendering_from_threads_is_safe_and_deterministic(tmp_path):
         first = list(pool.map(doc.image, [1, 2, 3, 4, 5, 6, 7, 8] * 2))
     assert first[:8] == first[8:]
     doc.close()
+
+
+def test_only_pdfium_calls_hold_the_pdfium_lock(tmp_path, monkeypatch):
+    # pdfium is not thread-safe, PIL is: the JPEG encode (as long as the rasterising) runs outside the lock, so
+    # concurrent chains of one actor render in parallel up to pdfium itself.
+    import pypdfium2
+    from PIL import Image
+
+    from chunker.convert.render import PDFIUM_LOCK
+
+    seen: dict[str, list[bool]] = {"render": [], "save": []}
+    real_render, real_save = pypdfium2.PdfPage.render, Image.Image.save
+
+    def render(self, *a, **kw):
+        seen["render"].append(PDFIUM_LOCK.locked())
+        return real_render(self, *a, **kw)
+
+    def save(self, *a, **kw):
+        seen["save"].append(PDFIUM_LOCK.locked())
+        return real_save(self, *a, **kw)
+
+    monkeypatch.setattr(pypdfium2.PdfPage, "render", render)
+    monkeypatch.setattr(Image.Image, "save", save)
+    for fmt in ("jpeg", "png"):
+        doc = RenderedDocument(_pdf(tmp_path, 3), RenderConfig(max_side_px=300, image_format=fmt))
+        data = [doc.image(p) for p in (1, 2, 3)]
+        doc.close()
+        assert data[0].startswith(b"\xff\xd8" if fmt == "jpeg" else b"\x89PNG")
+        with Image.open(io.BytesIO(data[0])) as im:
+            assert max(im.size) == 300 and im.getpixel((5, 5))[:3] == (255, 255, 255)
+    assert seen["render"] == [True] * 6
+    assert seen["save"] == [False] * 6

@@ -247,13 +247,38 @@ def good(req: GenerationRequest) -> str:
     return page_answer(*_pages(req))
 
 
-def test_truncated_then_good() -> None:
-    eng = Scripted([GenerationResult(good_text := page_answer("d", [1, 2])[:40], 10, 8192, "length", "m"), good])
-    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(2))
-    assert good_text and b.attempts == 2 and not b.fallback and "truncated" in b.error
-    assert [r.temperature for r in eng.requests] == [0.1, 0.3]
-    assert b.input_tokens == 20 and b.finish_reason == "stop" and b.model == "m"
+def test_a_batch_cut_off_by_the_cap_goes_one_page_at_a_time_with_the_page_cap() -> None:
+    # Another temperature with the same cap never makes a long answer shorter: split at once, each page capped.
+    eng = Scripted([GenerationResult(good_text := page_answer("d", [1, 2])[:40], 10, 8192, "length", "m"), good, good])
+    cfg = ConverterConfig(model={"max_output_tokens_per_page": 1500})
+    [b] = run(VlmConverter(cfg, eng, TextFallback()), one_job(2))
+    assert good_text and b.attempts == 3 and not b.fallback and "truncated" in b.error
+    assert "output cap reached" in b.error
+    assert [_pages(r)[1] for r in eng.requests] == [[1, 2], [1], [2]]
+    assert [r.temperature for r in eng.requests] == [0.1, 0.1, 0.1]
+    assert [r.max_tokens for r in eng.requests] == [8192, 1500, 1500]
+    assert b.input_tokens == 30 and b.finish_reason == "stop" and b.model == "m"
     assert "Text of d page 2." in b.markdown
+
+
+def test_a_repetition_loop_splits_like_the_cap_and_says_so() -> None:
+    loop = GenerationResult("row row row row", 10, 900, "length", "m", finish_detail="repetition")
+    eng = Scripted([loop, good, good, good, good])
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(4))
+    assert [_pages(r)[1] for r in eng.requests] == [[1, 2, 3, 4], [1], [2], [3], [4]]
+    assert "repetition loop" in b.error and not b.fallback
+    # The page cap defaults below the batch cap, and never exceeds it.
+    assert [r.max_tokens for r in eng.requests] == [8192] + [4096] * 4
+    eng = Scripted([loop, good, good])
+    run(VlmConverter(ConverterConfig(model={"max_output_tokens": 64}), eng, TextFallback()), one_job(2))
+    assert [r.max_tokens for r in eng.requests] == [64, 64, 64]
+
+
+def test_a_single_page_cut_off_by_the_cap_climbs_its_ladder() -> None:
+    # Nothing smaller to split into: another temperature may still break a loop, then the text layer.
+    eng = Scripted([GenerationResult("x", 10, 8192, "length", "m"), good])
+    [b] = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(1))
+    assert [r.temperature for r in eng.requests] == [0.1, 0.3] and not b.fallback and b.attempts == 2
 
 
 def test_malformed_three_times_then_pages_one_by_one() -> None:
@@ -357,3 +382,66 @@ def test_chunks_mode_through_the_converter_continues_lists_and_tables_across_bat
     assert [r.text for r in rows] == ["Plan: Basic; Price: $10.", "Plan: Pro; Price: $20."]
     assert rows[0].group == rows[1].group
     assert all(b.error == "" and b.attempts == 1 for b in batches)
+
+
+# ---- the batch deadline -------------------------------------------------------------------------------------------
+
+
+class Hangs:
+    """Answers well, except that requests for the pages in ``stuck`` never come back (until cancelled)."""
+
+    name = "hangs"
+
+    def __init__(self, stuck: set[int]) -> None:
+        self.stuck = stuck
+        self.requests: list[GenerationRequest] = []
+        self.cancelled: list[list[int]] = []
+
+    async def generate(self, req: GenerationRequest) -> GenerationResult:
+        self.requests.append(req)
+        _, pages = _pages(req)
+        if self.stuck & set(pages):
+            try:
+                await asyncio.sleep(3600)
+            except asyncio.CancelledError:
+                self.cancelled.append(pages)  # the engine hears of it (vLLM aborts the request)
+                raise
+        return GenerationResult(good(req), 10, 5, "stop", "m")
+
+    async def close(self) -> None:
+        pass
+
+
+def test_a_batch_out_of_time_falls_back_alone_and_the_chain_goes_on() -> None:
+    eng = Hangs(stuck={3})
+    fb = TextFallback()
+    cfg = ConverterConfig(page_timeout_s=0.05)
+    batches = run(VlmConverter(cfg, eng, fb), one_job(8, batch_pages=2))
+    # Batch p3-4 hung: its own pages come from the text layer, flagged; p1-2 and p5-8 are the model's.
+    assert [b.fallback_pages for b in batches] == [[], [3, 4], [], []]
+    assert fb.calls == [[3, 4]] and eng.cancelled == [[3, 4]]
+    assert "pages 3-4: no usable model answer within 0.1 s" in batches[1].error
+    assert "converter.page_timeout_s x 2 pages" in batches[1].error
+    assert batches[1].finish_reason == "fallback" and not batches[2].fallback
+    # The chain carries on from the fallback's context: the summary of p1-2 still reaches p5-6.
+    p5 = [r for r in eng.requests if _pages(r)[1] == [5, 6]][0]
+    assert "d read up to page 2" in p5.user and "Fallback text of page 4." in p5.user
+    status, reason = document_status(batches, 0.25)
+    assert status == "ok" and "2 of 8 pages" in reason
+
+
+def test_pages_converted_before_the_deadline_are_kept() -> None:
+    # The batch is split (a malformed answer), page 1 converts, page 2 hangs: only pages 2-4 fall back.
+    class Slow(Scripted):
+        async def generate(self, req: GenerationRequest) -> GenerationResult:
+            if len(self.requests) >= 2:
+                self.requests.append(req)
+                await asyncio.sleep(3600)
+            return await super().generate(req)
+
+    eng = Slow(["no trailer", good])
+    fb = TextFallback()
+    [b] = run(VlmConverter(ConverterConfig(retry_temperatures=[], page_timeout_s=0.02), eng, fb), one_job(4))
+    assert b.fallback_pages == [2, 3, 4] and fb.calls == [[2, 3, 4]]
+    assert "Text of d page 1." in b.markdown and "Fallback text of page 2." in b.markdown
+    assert [ln for ln in b.markdown.splitlines() if ln.startswith("<!-- page")] == [f"<!-- page {p} -->" for p in range(1, 5)]

@@ -20,7 +20,7 @@ class EngineDead(SetupError):
 @dataclass
 class GenerationRequest:
     system: str
-    user: str  # the text part of the user turn (instructions + context block)
+    user: str  # the text of the user turn after the images (v1 prompts: all of it, instructions included)
     images: list[bytes] = field(default_factory=list)  # encoded pages, in page order
     image_mime: str = "image/jpeg"
     image_sizes: list[tuple[int, int]] = field(default_factory=list)  # (w, h) per image
@@ -28,6 +28,9 @@ class GenerationRequest:
     max_tokens: int = 8192
     request_id: str = ""
     json_schema: dict | None = None  # guided decoding, where the backend offers it
+    # Text of the user turn before the images: the same for every request of a run (the fixed instructions), so
+    # the engine's prefix cache reuses it; empty for prompts that put everything after the images.
+    instructions: str = ""
 
 
 @dataclass
@@ -38,6 +41,7 @@ class GenerationResult:
     finish_reason: str = "stop"  # "stop" | "length" | "error"
     model: str = ""
     finish_detail: str = ""  # the backend's own reason when it differs, e.g. vLLM's "repetition" (-> "length")
+    cached_tokens: int = 0  # prompt tokens served from the engine's prefix cache (vLLM's num_cached_tokens)
 
 
 class ModelBackend(Protocol):

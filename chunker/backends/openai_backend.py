@@ -31,10 +31,14 @@ def image_data_url(data: bytes, mime: str) -> str:
 
 def build_payload(request: GenerationRequest, model: str) -> dict[str, Any]:
     """The ``/chat/completions`` body for one request: system turn, then one user turn of images + text."""
-    content: list[dict[str, Any]] = [
+    # Fixed instructions, then the pages, then this request's particulars (chunker.backends.vllm_requests.
+    # chat_messages): a vLLM server's prefix cache then reuses the instructions across requests.
+    content: list[dict[str, Any]] = []
+    if request.instructions:
+        content.append({"type": "text", "text": request.instructions})
+    content += [
         {"type": "image_url", "image_url": {"url": image_data_url(img, request.image_mime)}} for img in request.images
     ]
-    # Pages first, instructions after: the order Qwen2.5-VL was tuned on for document prompts.
     content.append({"type": "text", "text": request.user})
     messages: list[dict[str, Any]] = []
     if request.system:

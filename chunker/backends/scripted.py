@@ -86,7 +86,7 @@ class ScriptedBackend:
             # Rough token counts so throughput code sees plausible non-zero numbers.
             return GenerationResult(
                 text=answer,
-                input_tokens=max(1, len(request.user) // 4) + 256 * len(request.images),
+                input_tokens=max(1, (len(request.instructions) + len(request.user)) // 4) + 256 * len(request.images),
                 output_tokens=max(1, len(answer) // 4),
                 finish_reason="stop",
                 model=self.model,

@@ -43,8 +43,18 @@ def max_pixels_for(max_side_px: int, unit: int = PATCH_UNIT) -> int:
 
 
 def chat_messages(request: GenerationRequest) -> list[dict[str, Any]]:
-    """The conversation in Hugging Face chat-template form: pages first, then the instructions."""
-    content: list[dict[str, Any]] = [{"type": "image"} for _ in request.images]
+    """The conversation in Hugging Face chat-template form: the system turn, then one user turn of the fixed
+    instructions, the pages, and the text particular to this request, in that order.
+
+    Qwen2.5-VL's published chat template writes the system turn first and then the user turn's parts in list order,
+    text verbatim and each image as ``<|vision_start|><|image_pad|><|vision_end|>``, so everything up to the first
+    image is the same token prefix for every request that shares system prompt and instructions: what vLLM's prefix
+    cache reuses (a block holding an image token is keyed by that image's hash as well).
+    """
+    content: list[dict[str, Any]] = []
+    if request.instructions:
+        content.append({"type": "text", "text": request.instructions})
+    content += [{"type": "image"} for _ in request.images]
     content.append({"type": "text", "text": request.user})
     messages: list[dict[str, Any]] = []
     if request.system:
@@ -182,6 +192,8 @@ def result_from_output(output: Any, model: str) -> GenerationResult:
         finish_reason=_FINISH.get(reason, "error"),
         model=model,
         finish_detail=reason if reason in _FINISH and _FINISH[reason] != reason else "",
+        # V1 reports the prompt tokens its prefix cache served (None where it has no number).
+        cached_tokens=int(getattr(output, "num_cached_tokens", 0) or 0),
     )
 
 

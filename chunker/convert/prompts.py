@@ -7,6 +7,12 @@ context trailer (:mod:`chunker.convert.trailer`) that carries the running summar
 
 A prompt version is frozen once released: change the wording by adding a new version, because the version is stored
 with every converted batch and re-conversion decisions depend on it.
+
+Layout of one request (v2 on): the system prompt, then the fixed instructions (the task's rules and the ending, the
+same for every batch of every document under one config), then the page images, then what is particular to this
+batch (its page numbers, the context of the previous batch, a one-line reminder). Everything before the first image
+is then the same token prefix for every request of a run, and vLLM's prefix cache keeps its KV instead of
+recomputing ~1k tokens per request; a retry of the same batch also reuses its images' KV. v1 put the images first.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from chunker.backends.base import GenerationRequest
 from chunker.types import BatchContext
 
 Mode = Literal["markdown", "chunks"]
-PROMPT_VERSION = "v1"
+PROMPT_VERSION = "v2"
 
 
 @dataclass(frozen=True)
@@ -30,6 +36,9 @@ class PromptSet:
     markdown: str
     chunks: str
     ending: str
+    # v2 on: the text after the images (takes $pages); the task and ending then go before the images. Empty (v1):
+    # everything goes after the images.
+    after_images: str = ""
 
 
 _SYSTEM_V1 = (
@@ -89,12 +98,36 @@ Finish with exactly one line in this form, and write nothing after it:
 - open_table: when the last page ends inside a table that may go on, its column headers joined by " | "; otherwise "".
 The line must be valid JSON between the two tags."""
 
+# v2: the v1 rules, reworded only where they pointed at the page numbers or the context "below": both now come
+# after the images, so that the instructions before them are the same text for every request.
+_COMMON_V2 = _COMMON_V1.replace(
+    "- Page numbers: the attached images are document pages $pages, in that order. Use these numbers, never the "
+    "numbers printed on the pages.",
+    "- Page numbers: the line right after the images says which document pages they are, in order. Use those "
+    "numbers, never the numbers printed on the pages.",
+)
+_MARKDOWN_V2 = (_MARKDOWN_V1
+                .replace("Carry on from the heading path given below;", "Carry on from the heading path given after the pages;")
+                .replace('(see "Open table" below)', '(see "Open table" after the pages)'))
+_CHUNKS_V2 = (_CHUNKS_V1
+              .replace("the last chunk of the previous pages shown below", "the last chunk of the previous pages shown after the pages")
+              .replace('(see "Open table" below)', '(see "Open table" after the pages)'))
+_AFTER_IMAGES_V2 = "The attached images are document pages $pages, in that order."
+_REMINDER_V2 = "Now write your answer for these pages, following the rules above, and end with the <context> line."
+
 PROMPTS: dict[str, PromptSet] = {
     "v1": PromptSet(
         system=_SYSTEM_V1,
         markdown=_MARKDOWN_V1.replace("$common", _COMMON_V1),
         chunks=_CHUNKS_V1.replace("$common", _COMMON_V1),
         ending=_ENDING_V1,
+    ),
+    "v2": PromptSet(
+        system=_SYSTEM_V1,
+        markdown=_MARKDOWN_V2.replace("$common", _COMMON_V2),
+        chunks=_CHUNKS_V2.replace("$common", _COMMON_V2),
+        ending=_ENDING_V1,
+        after_images=_AFTER_IMAGES_V2,
     ),
 }
 
@@ -173,9 +206,16 @@ def build_request(
     values = {"pages": ", ".join(str(p) for p in pages), "summary_chars": str(summary_chars)}
     task = Template(ps.markdown if mode == "markdown" else ps.chunks).safe_substitute(values)
     ending = Template(ps.ending).safe_substitute(values)
-    user = "\n\n".join([task, render_context(context, tail_chars, summary_chars), ending])
+    context_block = render_context(context, tail_chars, summary_chars)
+    if ps.after_images:
+        # Fixed text first (one shared, cached prefix), then the images, then this batch's particulars.
+        instructions = task + "\n\n" + ending + "\n"
+        user = "\n\n".join([Template(ps.after_images).safe_substitute(values), context_block, _REMINDER_V2])
+    else:
+        instructions, user = "", "\n\n".join([task, context_block, ending])
     return GenerationRequest(
         system=ps.system,
+        instructions=instructions,
         user=user,
         images=list(images),
         image_mime=mime,

@@ -1,4 +1,10 @@
-"""Page rendering with pypdfium2, directly at the capped scale (never rendered large and shrunk), encoded once."""
+"""Page rendering with pypdfium2, directly at the capped scale (never rendered large and shrunk), encoded once.
+
+pdfium is one process-wide C library that is not thread-safe, so every call into it holds :data:`PDFIUM_LOCK`; but
+only those calls. Rasterising a page holds the lock (~10 ms at 1,568 px); the JPEG encode that follows (~8-10 ms, as
+long again) works on a PIL image that owns its pixels and runs outside it, as does the page cache's bookkeeping, so
+the chains of a conversion actor render in parallel up to pdfium itself.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Any
 
 from chunker.config import RenderConfig
 
@@ -53,7 +60,11 @@ class RenderedDocument:
     def mime(self) -> str:
         return "image/jpeg" if self.cfg.image_format == "jpeg" else "image/png"
 
+    def __post_init__(self) -> None:
+        self._cache_lock = threading.Lock()  # the page cache only; pdfium has its own lock
+
     def _doc(self):  # noqa: ANN202 - pypdfium2 type stays a lazy import
+        """The open document; call with PDFIUM_LOCK held."""
         if self._pdf is None:
             import pypdfium2 as pdfium
 
@@ -61,13 +72,22 @@ class RenderedDocument:
         return self._pdf
 
     def render(self, page: int) -> RenderedPage:
+        with self._cache_lock:
+            hit = self.pages.get(page)
+            if hit is not None:
+                self.pages.move_to_end(page)
+                return hit
+        # Two threads asking for the same missing page both render it (the result is the same); the converter asks
+        # for each page from one thread only.
         with PDFIUM_LOCK:
-            if page not in self.pages:
-                self.pages[page] = render_page(self._doc(), page, self.cfg)
-                while len(self.pages) > self.max_cached:
-                    self.pages.popitem(last=False)
+            image, render_ms = rasterise(self._doc(), page, self.cfg)
+        rendered = encode(image, page, self.cfg, render_ms)
+        with self._cache_lock:
+            self.pages[page] = rendered
             self.pages.move_to_end(page)
-            return self.pages[page]
+            while len(self.pages) > self.max_cached:
+                self.pages.popitem(last=False)
+        return rendered
 
     def image(self, page: int) -> bytes:
         return self.render(page).data
@@ -78,32 +98,50 @@ class RenderedDocument:
 
     def drop(self, pages: range | list[int]) -> None:
         """Free pages a finished batch no longer needs (memory stays bounded on 500-page documents)."""
-        for p in pages:
-            self.pages.pop(p, None)
+        with self._cache_lock:
+            for p in pages:
+                self.pages.pop(p, None)
 
     def close(self) -> None:
         with PDFIUM_LOCK:
             if self._pdf is not None:
                 self._pdf.close()  # type: ignore[attr-defined]
                 self._pdf = None
+        with self._cache_lock:
             self.pages.clear()
 
 
-def render_page(pdf, page: int, cfg: RenderConfig) -> RenderedPage:  # noqa: ANN001 - pypdfium2 document
+def rasterise(pdf, page: int, cfg: RenderConfig) -> tuple[Any, float]:  # noqa: ANN001 - pypdfium2 document
+    """The page as a PIL image that owns its pixels, and the ms it took. Call with PDFIUM_LOCK held."""
     t0 = time.perf_counter()
     pg = pdf[page - 1]
     try:
         w, h = pg.get_size()
         bitmap = pg.render(scale=render_scale(w, h, cfg))
+        # to_pil() may share pdfium's buffer (RGBA/RGBX/L bitmaps): an owned copy (in the colour mode the encoder
+        # wants) may outlive the bitmap, which is freed here, under the lock, not by the garbage collector later.
         image = bitmap.to_pil()
+        image = image.convert("RGB") if cfg.image_format == "jpeg" else image.copy()
+        del bitmap
     finally:
         pg.close()
-    t1 = time.perf_counter()
+    return image, (time.perf_counter() - t0) * 1000
+
+
+def encode(image: Any, page: int, cfg: RenderConfig, render_ms: float = 0.0) -> RenderedPage:
+    """Encode a rasterised page (pure PIL: no pdfium, no lock)."""
+    t0 = time.perf_counter()
     buf = io.BytesIO()
     if cfg.image_format == "jpeg":
-        image.convert("RGB").save(buf, format="JPEG", quality=cfg.jpeg_quality)
+        image.save(buf, format="JPEG", quality=cfg.jpeg_quality)
     else:
         image.save(buf, format="PNG")
-    t2 = time.perf_counter()
     return RenderedPage(page=page, width=image.width, height=image.height, data=buf.getvalue(),
-                        render_ms=(t1 - t0) * 1000, encode_ms=(t2 - t1) * 1000)
+                        render_ms=render_ms, encode_ms=(time.perf_counter() - t0) * 1000)
+
+
+def render_page(pdf, page: int, cfg: RenderConfig) -> RenderedPage:  # noqa: ANN001 - pypdfium2 document
+    """Rasterise (taking PDFIUM_LOCK) and encode (without it) one page of an open document."""
+    with PDFIUM_LOCK:
+        image, render_ms = rasterise(pdf, page, cfg)
+    return encode(image, page, cfg, render_ms)

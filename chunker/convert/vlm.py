@@ -6,10 +6,17 @@ path, open table), so any actor can run any link of any chain and one actor can 
 Per batch, a bounded ladder:
 
 1. the whole batch, once per temperature of the ladder (``model.temperature`` first, then ``retry_temperatures``),
-   while the answer is truncated, empty, malformed, lacks its trailer, or the request failed;
+   while the answer is empty, malformed, lacks its trailer, or the request failed;
 2. if ``split_pages_on_failure`` and the batch has several pages: one page at a time, each with a short ladder (the
-   first and the last temperature), contexts chained from page to page;
+   first and the last temperature) and its own output cap (``model.max_output_tokens_per_page``), contexts chained
+   from page to page. A batch whose answer ran into the output cap (finish ``length``, or vLLM's repetition
+   detection, which the backend reports as ``length``) goes here at once: a retry at another temperature with the
+   same cap never makes a long answer shorter;
 3. a page that still fails comes from the fallback (the PDF text layer), flagged and counted on the batch row.
+
+The model gets ``converter.page_timeout_s`` per page of the batch for all of that (every attempt, single pages
+included); past it, the batch's pages not yet converted come from the fallback, flagged, and the chain goes on with
+its context. The segment-level timeout (``ray.document_timeout_s``) is only a last resort behind it.
 
 ``BackendUnavailable`` and ``EngineDead`` are never caught: the actor must die so that Ray restarts it.
 """
@@ -17,7 +24,6 @@ Per batch, a bounded ladder:
 from __future__ import annotations
 
 import asyncio
-import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -31,6 +37,10 @@ from chunker.contract import PAGE_MARKER, page_marker, parse_markdown
 from chunker.convert.prompts import build_request, clip_summary
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob, page_ranges
 
+
+
+class _OutOfTime(Exception):
+    """The batch's model time (``converter.page_timeout_s`` x its pages) ran out."""
 
 
 class PageFallback(Protocol):
@@ -100,8 +110,6 @@ class VlmConverter:
                 temps.append(t)
         self.ladder = temps
         self.page_ladder = [temps[0]] if len(temps) == 1 else [temps[0], temps[-1]]
-        # pdfium is not thread-safe: fallbacks of concurrent chains take turns in the worker thread.
-        self._fallback_lock = threading.Lock()
 
     def needs_images(self) -> bool:
         return True
@@ -138,21 +146,38 @@ class VlmConverter:
         # Rendered once per batch: retries and single-page splits reuse the same images.
         imgs, sizes = rendered
         tally = _Tally()
-        done = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally)
-        if done is not None:
-            markdown, ctx_out = done
-        elif len(pages) > 1 and self.cfg.split_pages_on_failure:
-            parts: list[str] = []
-            ctx_out = ctx
-            for p in pages:
-                one = await self._ladder(job, bi, [p], ctx_out, self.page_ladder, imgs, sizes, images.mime, tally)
-                if one is None:
-                    one = await self._fallback(job, [p], ctx_out, tally)
-                parts.append(one[0])
-                ctx_out = one[1]
-            markdown = "\n".join(parts)
-        else:
-            markdown, ctx_out = await self._fallback(job, pages, ctx, tally)
+        split = len(pages) > 1 and self.cfg.split_pages_on_failure
+        budget = self.cfg.page_timeout_s * len(pages) if self.cfg.page_timeout_s else None
+        deadline = asyncio.get_running_loop().time() + budget if budget else None
+        cap = self.cfg.model.max_output_tokens
+        page_cap = min(self.cfg.model.max_output_tokens_per_page, cap)
+        pieces: list[str] = []
+        done: list[int] = []  # pages whose Markdown is in pieces, in order
+        ctx_out = ctx
+        try:
+            whole = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally,
+                                       max_tokens=cap, deadline=deadline, split_on_length=split)
+            if whole is not None:
+                pieces, ctx_out, done = [whole[0]], whole[1], pages
+            elif split:
+                for p in pages:
+                    one = await self._ladder(job, bi, [p], ctx_out, self.page_ladder, imgs, sizes, images.mime, tally,
+                                             max_tokens=page_cap, deadline=deadline)
+                    if one is None:
+                        one = await self._fallback(job, [p], ctx_out, tally)
+                    pieces.append(one[0])
+                    ctx_out = one[1]
+                    done.append(p)
+            else:
+                markdown, ctx_out = await self._fallback(job, pages, ctx, tally)
+                pieces, done = [markdown], pages
+        except _OutOfTime:
+            rest = [p for p in pages if p not in done]
+            tally.errors.append(f"pages {page_ranges(rest)}: no usable model answer within {budget:g} s "
+                                f"(converter.page_timeout_s x {len(pages)} pages)")
+            markdown, ctx_out = await self._fallback(job, rest, ctx_out, tally)
+            pieces.append(markdown)
+        markdown = "\n".join(pieces)
         all_fallback = set(tally.fallback_pages) == set(pages)
         batch = ConvertedBatch(
             doc_id=job.doc_id,
@@ -188,19 +213,30 @@ class VlmConverter:
         sizes: dict[int, tuple[int, int]],
         mime: str,
         tally: _Tally,
+        *,
+        max_tokens: int,
+        deadline: float | None = None,
+        split_on_length: bool = False,
     ) -> tuple[str, BatchContext] | None:
+        """The accepted answer for ``pages``, or None once the temperatures are spent (or, with
+        ``split_on_length``, at the first answer cut off by the cap). Raises :class:`_OutOfTime` at the deadline."""
         span = f"p{pages[0]}-{pages[-1]}" if len(pages) > 1 else f"p{pages[0]}"
+        loop = asyncio.get_running_loop()
         for t in temps:
+            if deadline is not None and loop.time() >= deadline:
+                raise _OutOfTime
             tally.attempts += 1
             req = build_request(
                 pages, ctx, self.cfg.mode, self.cfg.prompt_version,
                 [imgs[p] for p in pages], [sizes[p] for p in pages],
-                temperature=t, max_tokens=self.cfg.model.max_output_tokens, mime=mime,
+                temperature=t, max_tokens=max_tokens, mime=mime,
                 tail_chars=self.cfg.context_tail_chars, summary_chars=self.cfg.summary_max_chars,
                 request_id=f"{job.doc_id}/s{job.segment_index}/b{bi}/{span}/a{tally.attempts}",
             )
+            timer = asyncio.timeout_at(deadline)
             try:
-                res = await self.backend.generate(req)
+                async with timer:
+                    res = await self.backend.generate(req)
             except (BackendUnavailable, EngineDead):
                 raise
             except BackendRequestError as exc:
@@ -209,15 +245,24 @@ class VlmConverter:
                     break  # the same request cannot succeed (e.g. prompt too long): go straight to smaller pieces
                 continue
             except Exception as exc:  # noqa: BLE001 - per-request trouble (timeout, 5xx) is what the ladder is for
+                if timer.expired():
+                    # Ours, not the backend's: the request was cancelled (vLLM aborts it), the batch is out of time.
+                    tally.errors.append(f"{span} t={t}: cancelled at the batch deadline")
+                    raise _OutOfTime from None
                 tally.errors.append(f"{span} t={t}: backend error {type(exc).__name__}: {exc}")
                 continue
             tally.account(res)
             problems = check_output(res.text, res.finish_reason, self.cfg.mode, pages)
+            if res.finish_detail == "repetition":
+                problems.insert(0, "repetition loop stopped by the engine")
             accepted = None if problems else self._accept(res.text, pages, ctx, problems)
             if accepted is not None:
                 tally.finish_reason = res.finish_reason
                 return accepted
             tally.errors.append(f"{span} t={t}: " + ", ".join(problems))
+            if split_on_length and res.finish_reason == "length":
+                tally.errors.append(f"{span}: output cap reached, one page at a time")
+                break
         return None
 
     def _accept(
@@ -249,16 +294,14 @@ class VlmConverter:
         path = rendered.heading_path or split.trailer.heading_path
         return markdown, BatchContext(summary, tail, path, rendered.open_table)
 
-    def _fallback_sync(self, source_uri: str, pages: list[int]) -> str:
-        with self._fallback_lock:
-            return self.fallback.markdown_for_pages(source_uri, pages)
-
     async def _fallback(
         self, job: SegmentJob, pages: list[int], ctx: BatchContext, tally: _Tally
     ) -> tuple[str, BatchContext]:
         """The last resort: the text layer, visibly flagged. A failing fallback leaves the pages empty and says so."""
         try:
-            md = await asyncio.to_thread(self._fallback_sync, job.source_uri, pages)
+            # In a worker thread; the pdf-text converter takes the pdfium lock per page itself and runs OCR outside
+            # it, so fallbacks of concurrent chains do not queue behind one another's OCR.
+            md = await asyncio.to_thread(self.fallback.markdown_for_pages, job.source_uri, pages)
         except (BackendUnavailable, EngineDead):
             raise
         except Exception as exc:  # noqa: BLE001 - recorded on the row as lost pages; the verdict makes it partial

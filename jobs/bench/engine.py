@@ -110,8 +110,7 @@ class Recorder:
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         res = await self.inner.generate(request)
         spec = getattr(self.inner, "spec", None)
-        work = (res.input_tokens / spec.prefill_tokens_per_s + res.output_tokens / spec.decode_tokens_per_s
-                if spec is not None else 0.0)
+        work = spec.work_seconds(request, res) if spec is not None else 0.0
         self.log.append(Done(self.clock(), request.request_id.split("/")[0], len(request.images), work))
         return res
 

@@ -64,6 +64,10 @@ def markdown(rep: dict[str, Any]) -> str:
         lines.append("")
     if "real" in rep:
         lines += ["## Real engines", "", "```", json.dumps(rep["real"], indent=2), "```", ""]
+    if "gpu_estimate" in rep:
+        from jobs.bench.gpu_estimate import markdown as gpu_estimate_markdown
+
+        lines += gpu_estimate_markdown(rep["gpu_estimate"])
     return "\n".join(lines)
 
 

@@ -98,52 +98,65 @@ class PdfTextConverter:
 
     # -- steps --------------------------------------------------------------------------------------------
     def _read(self, source_uri: str, numbers: list[int]) -> tuple[dict[int, _Page], str]:
-        """Text, tables and figures of each page; a page that fails carries its error, the others go on."""
+        """Text, tables and figures of each page; a page that fails carries its error, the others go on.
+
+        The pdfium lock is taken per page, not per document, and OCR inference runs outside it: a scanned page's
+        seconds of OCR never hold up the page renders of the conversion actor's other chains.
+        """
         pages: dict[int, _Page] = {}
         with _PDFIUM_LOCK:
             try:
                 doc = pdfium.PdfDocument(local_path(source_uri), password=self.password)
             except Exception as exc:  # noqa: BLE001 - unreadable input is reported on the batch, not raised
                 return {n: _Page(n, error=f"cannot open PDF: {exc}") for n in numbers}, f"cannot open PDF: {exc}"
-            try:
-                total = len(doc)
-                for n in numbers:
-                    if not 1 <= n <= total:
-                        pages[n] = _Page(n, error=f"page out of range (document has {total} pages)")
-                        continue
-                    try:
-                        pages[n] = self._read_page(doc, n)
-                    except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
-                        pages[n] = _Page(n, error=f"{type(exc).__name__}: {exc}")
-            finally:
+            total = len(doc)
+        try:
+            for n in numbers:
+                if not 1 <= n <= total:
+                    pages[n] = _Page(n, error=f"page out of range (document has {total} pages)")
+                    continue
+                try:
+                    pages[n] = self._read_page(doc, n)
+                except Exception as exc:  # noqa: BLE001 - one broken page must not lose the others
+                    pages[n] = _Page(n, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            with _PDFIUM_LOCK:
                 doc.close()
         return pages, ""
 
     def _read_page(self, doc: pdfium.PdfDocument, n: int) -> _Page:
-        pdf_page = doc[n - 1]
-        try:
-            text = read_page(pdf_page, n)
-            boxes = page_images(pdf_page, text.height)
-            area = text.width * text.height or 1.0
-            # OCR costs seconds: only pages that carry a sizeable picture can hold scanned text.
-            pictured = any((b[2] - b[0]) * (b[3] - b[1]) >= 0.05 * area for b in boxes)
-            scanned = text.n_chars < self.opts.ocr_min_chars and pictured
-            if scanned and self.opts.ocr:
-                try:
-                    text = self._ocr.read(pdf_page, n)
-                except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
-                    return _Page(n, text=text, error=f"OCR failed: {exc}")
+        # What reads the PDF holds the pdfium lock; what works on the extracted lines, boxes and rules does not.
+        scan = rules = None
+        with _PDFIUM_LOCK:
+            pdf_page = doc[n - 1]
+            try:
+                text = read_page(pdf_page, n)
+                boxes = page_images(pdf_page, text.height)
+                area = text.width * text.height or 1.0
+                # OCR costs seconds: only pages that carry a sizeable picture can hold scanned text.
+                pictured = any((b[2] - b[0]) * (b[3] - b[1]) >= 0.05 * area for b in boxes)
+                scanned = text.n_chars < self.opts.ocr_min_chars and pictured
+                if scanned and self.opts.ocr:
+                    try:
+                        scan = self._ocr.rasterise(pdf_page)
+                    except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
+                        return _Page(n, text=text, error=f"OCR failed: {exc}")
+                elif self.opts.tables:
+                    rules = page_rules(pdf_page, text.height)
+            finally:
+                pdf_page.close()
+        if scan is None:
             page = _Page(n, text=text)
-            # Scans (a full-page image) are the text, not a figure.
-            page.figures = [] if text.ocr else find_figures(
-                text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
-            if self.opts.tables and not text.ocr:
-                rules = page_rules(pdf_page, text.height)
-                if rules.horizontal:
-                    page.tables = find_tables(text, rules, 0.0)
+            page.figures = find_figures(text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
+            if rules is not None and rules.horizontal:
+                page.tables = find_tables(text, rules, 0.0)
             return page
-        finally:
-            pdf_page.close()
+        # A scanned page: the recogniser runs without the pdfium lock. Scans (a full-page image) are the text, not a
+        # figure, and have no ruled tables to read.
+        try:
+            return _Page(n, text=self._ocr.recognise(scan, n))
+        except Exception as exc:  # noqa: BLE001 - OCR failure leaves the page empty, with the reason
+            return _Page(n, text=text, error=f"OCR failed: {exc}")
 
     def _prepare(self, pages: dict[int, _Page], state: FlowState) -> FontStats:
         """Segment-wide decisions: font statistics, furniture, TOC; then the per-page skip sets."""

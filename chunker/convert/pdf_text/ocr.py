@@ -1,7 +1,13 @@
-"""Pages without a text layer: rendered with pypdfium2 and read with RapidOCR into the same :class:`Line` shape."""
+"""Pages without a text layer: rendered with pypdfium2 and read with RapidOCR into the same :class:`Line` shape.
+
+Two steps, so that only the first holds the process-wide pdfium lock: :meth:`PageOcr.rasterise` (pdfium, ~10 ms)
+and :meth:`PageOcr.recognise` (ONNX Runtime, seconds a page on a CPU), which runs while other threads render.
+"""
 
 from __future__ import annotations
 
+import threading
+from dataclasses import dataclass
 from typing import Any
 
 import pypdfium2 as pdfium
@@ -50,12 +56,25 @@ def restore_spaces(text: str, char_boxes: Any, pieces: Any, ink: Any, box: Any) 
     return "".join(out)
 
 
+@dataclass
+class Scan:
+    """A page rasterised for OCR: RGB pixels, the scale they were rendered at, and the page size in points."""
+
+    pixels: Any  # numpy uint8 array, height x width x 3
+    scale: float
+    width: float
+    height: float
+
+
 class PageOcr:
     """RapidOCR, loaded on first use and kept for the converter's life (loading costs more than a small page)."""
 
     def __init__(self, max_side_px: int) -> None:
         self.max_side_px = max_side_px
         self._engine: Any = None
+        # One recognition at a time per converter: ONNX Runtime already spreads one page over every core, and
+        # RapidOCR's Python pipeline is not documented as thread-safe. This lock is not pdfium's.
+        self._lock = threading.Lock()
 
     def _load(self) -> Any:
         if self._engine is None:
@@ -66,14 +85,21 @@ class PageOcr:
             self._engine = RapidOCR()
         return self._engine
 
-    def read(self, page: pdfium.PdfPage, page_no: int) -> PageText:
+    def rasterise(self, page: pdfium.PdfPage) -> Scan:
+        """The page's pixels for OCR. Call with the pdfium lock held (it is the only pdfium step)."""
         import numpy as np
 
         width, height = page.get_size()
         scale = self.max_side_px / max(width, height, 1.0)
-        pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))
+        pixels = np.asarray(page.render(scale=scale).to_pil().convert("RGB"))  # an owned copy of the bitmap
+        return Scan(pixels, scale, width, height)
+
+    def recognise(self, scan: Scan, page_no: int) -> PageText:
+        """Lines read from a rasterised page: no pdfium, so no pdfium lock."""
+        pixels, scale = scan.pixels, scan.scale
         # Word boxes: the recogniser often drops the space between words; the ink gaps put it back.
-        result, _ = self._load()(pixels, return_word_box=True)
+        with self._lock:
+            result, _ = self._load()(pixels, return_word_box=True)
         ink = pixels.min(axis=2) < 128
         lines: list[Line] = []
         for row in result or []:
@@ -99,4 +125,8 @@ class PageOcr:
             )
             lines.append(ln)
         lines.sort(key=lambda ln: (round(ln.y0 / 4), ln.x0))
-        return PageText(page_no, width, height, lines, sum(len(ln.text) for ln in lines), {}, ocr=True)
+        return PageText(page_no, scan.width, scan.height, lines, sum(len(ln.text) for ln in lines), {}, ocr=True)
+
+    def read(self, page: pdfium.PdfPage, page_no: int) -> PageText:
+        """Both steps at once (the caller holds the pdfium lock throughout: prefer the two steps)."""
+        return self.recognise(self.rasterise(page), page_no)
