@@ -89,8 +89,11 @@ def test_ingest_with_corpus_and_run_on_s3_resumes_and_replaces(s3_corpus, tmp_pa
     docs = _table(client, "runs/r1/documents/").to_pylist()
     assert {d["status"] for d in docs} == {"ok"} and len(docs) == 4
     assert {d["source"] for d in docs} == {k.removeprefix("corpus/") for k in keys.values()}
-    ledger = [k for k in _keys(client, f"runs/r1/ledger/{summary['config_hash']}/")]
-    assert sorted(ledger) == sorted(f"runs/r1/ledger/{summary['config_hash']}/{d['doc_id']}.json" for d in docs)
+    folder = f"runs/r1/ledger/{summary['config_hash']}/"
+    ledger = [k for k in _keys(client, folder)]
+    by_doc = sorted(k for k in ledger if "/by-uri/" not in k)
+    assert by_doc == sorted(f"{folder}{d['doc_id']}.json" for d in docs)
+    assert len(ledger) - len(by_doc) == 4, "and one entry per source URI, asked before any byte is fetched"
     assert _keys(client, "runs/r1/listing/")  # the streamed listing the workers read
     # Written by the driver and by Ray workers in other processes: never a temporary key, never a rename.
     run_ops = server.ops(BUCKET, "runs/r1/")
