@@ -154,7 +154,7 @@ def _cfg(milvus_uri: str, collection: str, *extra: str):
         f"milvus.uri={milvus_uri}", f"milvus.collection={collection}", "converter.backend=simulated",
         "render.max_side_px=448", "intake.segment_pages=2", "intake.segment_overlap_pages=0",
         "ray.convert_actors=2", "ray.convert_num_gpus=1", "ray.convert_concurrency=4", "ray.status_interval_s=5",
-        "ray.document_timeout_s=30", *extra])
+        "converter.page_timeout_s=10", "ray.document_timeout_s=30", *extra])
 
 
 def _milvus_rows(cfg) -> list[dict]:  # noqa: ANN001
