@@ -49,9 +49,9 @@ def document_verdict(doc: DocumentRecord, segments: list[SegmentFacts], max_fall
     status, problems = _segments_verdict(doc, segments, max_fallback_share)
     if num_chunks == 0 and status in (Status.OK, Status.PARTIAL):
         pages = sum(s.pages for s in segments if not s.failed)
-        return Status.FAILED, [*problems, Problem(Stage.CONVERT, "no_text",
-                                                  "nothing to index: no text found on "
-                                                  + ("its page" if pages == 1 else f"any of its {pages} pages"))]
+        where = "its page" if pages == 1 else f"its {pages} pages"
+        return Status.FAILED, [*problems, Problem(Stage.CONVERT, "no_text", f"nothing to index: {where} gave no "
+                                                  "text to chunk (no text layer, or only running headers)")]
     return status, problems
 
 
