@@ -21,6 +21,7 @@ from typing import Any
 from chunker.config import Config, config_hash, runtime_settings
 from chunker.errors import SetupError, find_setup_error
 from chunker.intake.inputs import InputError
+from chunker.run import faults
 from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
 from chunker.run.rows import SegmentRow
@@ -147,6 +148,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     from chunker.run.listing import direct_manifest, write_listing
 
     t0 = time.perf_counter()
+    faults.announce()  # tests only: a run with CHUNKER_FAULTS set says so (and a malformed value stops it here)
     out_uri = output or cfg.output.dir
     runstore = RunStore(out_uri)
     runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing

@@ -24,11 +24,12 @@ from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
+from chunker.run import faults
 from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_start
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
-from chunker.run.segment import convert_segment, plan_segment, problem_of
+from chunker.run.segment import convert_segment, guarded, plan_segment, problem_of, row_guard
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import DocumentRecord, Problem, Stage, Status
 
@@ -60,23 +61,25 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
     ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
     version = sources.version_of(row["path"])
     try:
+        faults.check("intake", source)
+        file = InputFile(path=row["path"], source=source, matched=not row.get("unmatched"))
         with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
-            doc, pdf = prepare(InputFile(path=row["path"], source=source), cfg.intake, Path(tmp),
+            doc, pdf = prepare(file, cfg.intake, Path(tmp),
                                skip=ledger.is_done if ledger else None, version=version,
                                done=ledger.done_by_uri if ledger else None, cache=fetch_cache(cfg, out_uri))
             if not pdf:
                 return [SegmentRow(doc, source_version=version).encode()]
             pdf_uri = doc.source_uri
-            if kind_of(row["path"]) != "pdf":
+            if file.matched and kind_of(row["path"]) != "pdf":
                 # Normalised from another format: the PDF becomes a run artefact that any node can fetch by URI.
                 pdf_uri = sources.upload(Path(pdf), RunStore(out_uri).normalized_uri(doc.doc_id))
+        jobs = plan_segments(doc, cfg.intake)
     except SetupError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever one input does, it fails alone
         problem = problem_of(exc, Stage.INTAKE, "intake")
         return [SegmentRow(DocumentRecord("", row.get("path") or "", source, 0, Status.FAILED, [problem])).encode()]
-    return [SegmentRow(doc, job=job, pdf_uri=pdf_uri, source_version=version).encode()
-            for job in plan_segments(doc, cfg.intake)]
+    return [SegmentRow(doc, job=job, pdf_uri=pdf_uri, source_version=version).encode() for job in jobs]
 
 
 def intake_batch(batch: Batch, **kwargs: Any) -> Batch:
@@ -108,7 +111,7 @@ class ConvertStage:
     async def __call__(self, batch: Batch) -> Batch:
         # One segment per call in the pipeline (one per block, see jobs.ingest); several still work.
         rows = rows_of(batch)
-        await asyncio.gather(*(self._one(r) for r in rows if r.active))
+        await asyncio.gather(*(guarded(r, Stage.CONVERT, "conversion", self._one(r)) for r in rows if r.active))
         return batch_of(rows)
 
     async def _one(self, row: SegmentRow) -> None:
@@ -179,15 +182,28 @@ class PlanStage:
         for row in rows:
             if not row.active:
                 continue
-            job = row.job
-            assert job is not None
-            res = await plan_segment(job, row.batches, self.planner, self.cfg_hash)
-            self.store.write_segment(ELEMENTS, job.doc_id, job.segment_index,
-                                     to_table(res.elements, ELEMENT, config_hash=self.cfg_hash))
-            self.store.write_segment(CHUNKS, job.doc_id, job.segment_index, to_table(res.chunks, CHUNK))
-            row.facts, row.chunks, row.plan_ms = res.facts, res.chunks, res.plan_ms
-            row.batches = []  # persisted already; no need to carry Markdown further
+            await guarded(row, Stage.PLAN, "planning", self._one(row))
         return batch_of(rows)
+
+    async def _one(self, row: SegmentRow) -> None:
+        job = row.job
+        assert job is not None
+        res = await plan_segment(job, row.batches, self.planner, self.cfg_hash)
+        self.store.write_segment(ELEMENTS, job.doc_id, job.segment_index,
+                                 to_table(res.elements, ELEMENT, config_hash=self.cfg_hash))
+        self.store.write_segment(CHUNKS, job.doc_id, job.segment_index, to_table(res.chunks, CHUNK))
+        row.facts, row.chunks, row.plan_ms = res.facts, res.chunks, res.plan_ms
+        row.batches = []  # persisted already; no need to carry Markdown further
+
+
+def checked_vectors(vectors: Any, n: int) -> np.ndarray:
+    """``n`` finite float32 vectors, or ValueError: a NaN vector would only fail later, at Milvus, for the batch."""
+    out = np.asarray(vectors, dtype=np.float32)
+    if out.ndim != 2 or out.shape[0] != n:
+        raise ValueError(f"the embedder returned shape {out.shape} for {n} chunks")
+    if not np.isfinite(out).all():
+        raise ValueError("the embedder returned a non-finite vector")
+    return out
 
 
 class EmbedStage:
@@ -203,6 +219,7 @@ class EmbedStage:
         todo = [r for r in rows if r.chunks]
         t0 = time.perf_counter()
         try:
+            faults.check("embed", *(r.doc.source for r in todo))
             vecs = self.embedder.encode([c.text for r in todo for c in r.chunks])
         except SetupError:
             raise
@@ -211,15 +228,10 @@ class EmbedStage:
         start = 0
         for row in todo:
             n = len(row.chunks)
-            if vecs is not None:
-                row.vectors = np.asarray(vecs[start:start + n], dtype=np.float32)
-            else:
-                try:
-                    row.vectors = np.asarray(self.embedder.encode([c.text for c in row.chunks]), dtype=np.float32)
-                except SetupError:
-                    raise
-                except Exception as exc:  # noqa: BLE001
-                    row.fail(problem_of(exc, Stage.EMBED, "embedding"))
+            with row_guard(row, Stage.EMBED, "embedding"):
+                faults.check("embed", row.doc.source)
+                out = vecs[start:start + n] if vecs is not None else self.embedder.encode([c.text for c in row.chunks])
+                row.vectors = checked_vectors(out, n)
             start += n
         dt = time.perf_counter() - t0
         total = max(1, sum(len(r.chunks) for r in todo))

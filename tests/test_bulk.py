@@ -11,7 +11,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from chunker.index.bulk import BulkImportError, ChunkSink, PymilvusBulkOps
+from chunker.index.bulk import BulkImportError, ChunkSink, ImportRefused, PymilvusBulkOps, StoreRefusedAll
 from chunker.config import MilvusConfig
 from chunker.types import Chunk
 
@@ -89,17 +89,21 @@ def test_below_threshold_upserts_above_imports_with_delete_first():
     assert sleeps == [0.01, 0.01] and sink.stats.imported == 2500 and sink.commit() == "none"
 
 
-def test_lite_always_upserts_and_failed_import_raises():
+def test_lite_always_upserts_and_a_failed_import_is_written_document_by_document(caplog):
     cfg = MilvusConfig(bulk_threshold=1)
     store = FakeStore(lite=True)
     sink = ChunkSink(store, cfg, RecordingOps())
     sink.add(*_chunks(5))
     assert sink.commit() == "upsert"
-    failing = ChunkSink(FakeStore(), MilvusConfig(uri="http://m:19530", bulk_threshold=1), RecordingOps(fail=True),
+    # A failed import job (its rows may hold one the server refuses): each document is written alone instead, and
+    # the server's reason is logged.
+    other = FakeStore()
+    failing = ChunkSink(other, MilvusConfig(uri="http://m:19530", bulk_threshold=1), RecordingOps(fail=True),
                         sleep=lambda s: None)
-    failing.add(*_chunks(3))
-    with pytest.raises(BulkImportError, match="bad file"):
-        failing.commit()
+    for doc in ("d1", "d2"):
+        failing.add(*_chunks(3, doc))
+    assert failing.commit() == "upsert" and other.upserts == [3, 3] and failing.take_refused() == {}
+    assert "bad file" in caplog.text
 
 
 def test_bulk_writer_files_match_the_collection_schema(tmp_path):
@@ -360,7 +364,7 @@ def test_import_polls_the_rest_api_to_completion(lite_store, tmp_path):
     assert all(body["jobId"] == job_id for _, _, body in api.requests[1:])
 
 
-def test_failed_job_and_refusals_raise_with_the_servers_reason(lite_store, tmp_path):
+def test_failed_job_and_refusals_raise_with_the_servers_reason(lite_store, tmp_path, caplog):
     api = ImportAPI({"chunks"}, [{"state": "Pending", "progress": 0},
                                  {"state": "Failed", "progress": 0, "reason": "the field 'dense' is missing"}])
     try:
@@ -368,8 +372,9 @@ def test_failed_job_and_refusals_raise_with_the_servers_reason(lite_store, tmp_p
         sink = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, folder=str(tmp_path / "a")),
                          sleep=lambda s: None)
         sink.add(*_chunks(12))
-        with pytest.raises(BulkImportError, match="failed: the field 'dense' is missing"):
-            sink.commit()
+        # A failed job may hold one bad row: the documents are upserted one by one instead, the reason logged.
+        assert sink.commit() == "upsert" and lite_store.count() == 12 and not sink.take_refused()
+        assert "failed: the field 'dense' is missing" in caplog.text
         # A wrong token: the server's 401 is a refusal, raised at once.
         bad = ChunkSink(lite_store, cfg, LocalFilesOps(lite_store, cfg, token="root:wrong", folder=str(tmp_path / "b")),
                         sleep=lambda s: None)
@@ -406,3 +411,68 @@ def test_a_failed_poll_is_retried_not_fatal(lite_store, tmp_path):
             sink.commit()
     finally:
         api.close()
+
+
+class RefusingStore(FakeStore):
+    """Refuses any upsert holding a chunk of the named documents, as Milvus refuses a batch with one bad row
+    (pymilvus raises MilvusException with the server's code), or answers as a server that is gone."""
+
+    def __init__(self, bad: set[str], outage: bool = False) -> None:
+        super().__init__()
+        self.bad = bad
+        self.outage = outage
+        self.written: list[str] = []
+
+    def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
+        from pymilvus.client.types import Status
+        from pymilvus.exceptions import MilvusException
+
+        if self.outage:
+            raise MilvusException(code=Status.CONNECT_FAILED, message="fail connecting to server")
+        if any(c.doc_id in self.bad for c in chunks):
+            raise MilvusException(code=1100, message="the length of varchar field text exceeds max length")
+        self.written.extend(c.chunk_id for c in chunks)
+        return super().upsert(chunks, vectors)
+
+
+def test_a_document_the_store_refuses_is_left_out_and_named_the_others_are_written(caplog):
+    store = RefusingStore({"bad"})
+    sink = ChunkSink(store, MilvusConfig(uri="http://m:19530"))
+    for doc in ("a", "bad", "b"):
+        sink.add(*_chunks(2, doc))
+    assert sink.commit() == "upsert"
+    assert store.upserts == [2, 2], "the batch failed; then each document alone, the refused one not counted"
+    assert sorted(store.written) == ["a-c0", "a-c1", "b-c0", "b-c1"]
+    refused = sink.take_refused()
+    assert list(refused) == [("bad", "/x/bad.pdf")] and "exceeds max length" in refused[("bad", "/x/bad.pdf")]
+    assert sink.take_refused() == {}, "reported once"
+
+
+def test_an_outage_or_a_store_refusing_everything_stops_the_run():
+    from chunker.errors import SetupError
+    from chunker.index.store import StoreUnavailable
+
+    down = ChunkSink(RefusingStore(set(), outage=True), MilvusConfig(uri="http://m:19530"))
+    down.add(*_chunks(2, "a"))
+    with pytest.raises(StoreUnavailable, match="unreachable"):
+        down.commit()
+    everything = ChunkSink(RefusingStore({"a", "b"}), MilvusConfig(uri="http://m:19530"))
+    for doc in ("a", "b"):
+        everything.add(*_chunks(2, doc))
+    with pytest.raises(StoreRefusedAll, match="refused each of the 2 documents") as info:
+        everything.commit()
+    assert isinstance(info.value, SetupError)
+    # A refused import (wrong token, unknown collection) read no row: the store's fault, a setup error.
+    assert issubclass(ImportRefused, SetupError) and issubclass(ImportRefused, BulkImportError)
+
+
+def test_injected_write_faults_reach_the_sink(monkeypatch):
+    from chunker.run import faults
+
+    monkeypatch.setenv(faults.ENV, "write:bad.pdf")
+    store = FakeStore()
+    sink = ChunkSink(store, MilvusConfig(uri="http://m:19530"))
+    for doc in ("a", "bad"):
+        sink.add(*_chunks(2, doc))
+    sink.commit()
+    assert store.upserts == [2] and list(sink.take_refused()) == [("bad", "/x/bad.pdf")]

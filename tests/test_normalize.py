@@ -120,7 +120,7 @@ def test_listing_is_written_in_bounded_parts(tmp_path):
     lines = [ln for p in parts for ln in Path(p).read_text().splitlines()]
     assert len(parts) == 3 and len(lines) == 7
     assert manifest_rows({"text": lines[0]}, "") == [{"path": str(tmp_path / "in" / "d0.pdf"), "source": "d0.pdf",
-                                                      "error": ""}]
+                                                      "error": "", "unmatched": False}]
     assert manifest_rows({"text": "  "}, "") == []
     bad = manifest_rows({"text": json.dumps({"nopath": 1})}, "")
     assert bad[0]["path"] == "" and "no 'path'" in bad[0]["error"]

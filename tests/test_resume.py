@@ -97,7 +97,8 @@ def test_killed_worker_loses_nothing_and_a_slow_document_fails_alone(ray_runtime
                    convert_stage=CrashOnceSlowStage)
     assert (tmp_path / "run" / "killed-once").exists(), "the worker was never killed"
     assert (s.ok, s.failed) == (3, 1), s.problems
-    assert s.problems == [{"source": SLOW_DOC, "status": "failed", "reason": "conversion timed out after 25 s"}]
+    assert s.problems == [{"source": SLOW_DOC, "status": "failed", "stage": "convert", "code": "timeout",
+                           "reason": "conversion timed out after 25 s"}]
     expected = {c["chunk_id"] for c in clean if c["source"] != SLOW_DOC}
     assert _ids(db) == expected and s.collection_rows == len(expected)
 

@@ -91,3 +91,71 @@ def test_one_delete_call_per_commit_for_many_documents(setup, monkeypatch):
     monkeypatch.setattr(store.client, "delete", lambda *a, **kw: deletes.append(kw.get("filter", "")) or real(*a, **kw))
     writer.consume([seg_row(f"d{k}", f"/r/{k}.pdf", 0, 1) for k in range(40)])
     assert len(deletes) == 1 and all(ledger.is_done(f"d{k}") for k in range(40))
+
+
+def _statuses(run: RunStore) -> dict[str, dict]:
+    import pyarrow.parquet as pq
+
+    return {r["doc_id"] or r["source"]: r for r in pq.read_table(run.uri + "/documents").to_pylist()}
+
+
+def _refuse(store: ChunkStore, monkeypatch, bad: str) -> None:
+    """Milvus refusing any upsert that holds a row of document ``bad`` (as a server refuses a batch with one row it
+    cannot take: a MilvusException with its code), and taking everything else."""
+    from pymilvus.exceptions import MilvusException
+
+    real = store.client.upsert
+
+    def upsert(collection, rows, **kw):
+        if any(r["doc_id"] == bad for r in rows):
+            raise MilvusException(code=1100, message=f"invalid input for field text of {bad}")
+        return real(collection, rows, **kw)
+
+    monkeypatch.setattr(store.client, "upsert", upsert)
+
+
+def test_rows_the_store_refuses_fail_their_document_alone_at_the_write_stage(setup, monkeypatch, tmp_path):
+    store, ledger, writer = setup
+    # "bad" has two segments: the first is committed before the store starts refusing it, the second is refused.
+    writer.add(seg_row("bad", "/r/bad.pdf", 0, 2))
+    writer.add(seg_row("a", "/r/a.pdf", 0, 1))
+    writer.commit()
+    assert ledger.is_done("a") and any(i.startswith("bad:") for i in store.chunk_ids())
+    _refuse(store, monkeypatch, "bad")
+    writer.consume([seg_row("bad", "/r/bad.pdf", 1, 2), seg_row("b", "/r/b.pdf", 0, 1)])
+    assert ledger.is_done("b") and not ledger.is_done("bad")
+    assert {i.split(":")[0] for i in store.chunk_ids()} == {"a", "b"}, "nothing of the failed document stays indexed"
+    rows = _statuses(RunStore(str(tmp_path / "run")))
+    assert [rows[d]["status"] for d in ("a", "b", "bad")] == ["ok", "ok", "failed"]
+    (problem,) = rows["bad"]["problems"]
+    assert (problem["stage"], problem["code"]) == ("write", "store_refused") and "invalid input" in problem["message"]
+    assert [(p["source"], p["stage"], p["code"]) for p in writer.totals.problems] == [("x.pdf", "write", "store_refused")]
+
+
+def test_a_row_the_writer_cannot_take_fails_its_document_and_a_lost_segment_is_still_reported(setup, tmp_path):
+    store, ledger, writer = setup
+    broken = seg_row("nov", "/r/nov.pdf", 0, 1)
+    broken.vectors = None  # chunks without vectors: a stage skipped
+    unplanned = seg_row("unp", "/r/unp.pdf", 0, 1)
+    unplanned.facts = None  # a segment that never went through planning
+    lost = seg_row("lost", "/r/lost.pdf", 0, 2)  # its segment 1 never arrives
+    writer.consume([broken, unplanned, lost, seg_row("fine", "/r/fine.pdf", 0, 1)])
+    rows = _statuses(RunStore(str(tmp_path / "run")))
+    assert rows["fine"]["status"] == "ok" and ledger.is_done("fine")
+    assert [p["stage"] for p in rows["nov"]["problems"]] == ["write"] and rows["nov"]["status"] == "failed"
+    assert [p["stage"] for p in rows["unp"]["problems"]] == ["write"] and rows["unp"]["status"] == "failed"
+    assert rows["lost"]["status"] == "partial" and [p["code"] for p in rows["lost"]["problems"]] == ["segment_missing"]
+    assert not any(ledger.is_done(d) for d in ("nov", "unp", "lost"))
+    assert {i.split(":")[0] for i in store.chunk_ids()} == {"fine", "lost"}, "the partial one keeps what it has"
+
+
+def test_two_files_with_the_same_bytes_are_two_documents_and_summary_lines_are_one_line(setup, tmp_path):
+    store, ledger, writer = setup
+    writer.consume([seg_row("same", "/r/one.pdf", 0, 1, source="one.pdf"),
+                    seg_row("same", "/r/two\nlines.pdf", 0, 1, source="two\nlines\udcff.pdf", failed=True)])
+    import pyarrow.parquet as pq
+
+    rows = pq.read_table(tmp_path / "run" / "documents").to_pylist()
+    assert sorted((r["source"], r["status"]) for r in rows) == [("one.pdf", "ok"), ("two\nlines\ufffd.pdf", "failed")]
+    (p,) = writer.totals.problems
+    assert p["source"] == "two\\nlines\ufffd.pdf" and "\n" not in p["reason"]

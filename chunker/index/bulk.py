@@ -12,6 +12,12 @@ the delete and the end of the import those chunks are briefly absent from search
 collection that was empty when the run began, only IDs of documents this run already wrote can exist, so only
 those are deleted.
 
+One document never fails a commit for the others: when the commit's write raises, each document's rows are upserted
+alone, the documents the store refuses again are left out (:meth:`ChunkSink.take_refused`; the writer fails them at
+the write stage) and the rest are written. What is not a document's fault stops the run as a setup error: an
+unreachable store (:func:`chunker.index.store.is_outage`), or a store that refuses every document of a commit of
+several (a wrong token, a dropped collection).
+
 The pymilvus calls sit behind :class:`BulkOps`; :class:`PymilvusBulkOps` speaks Milvus' REST import API
 (``/v2/vectordb/jobs/import/create`` and ``/describe``) through ``pymilvus.bulk_writer``.
 """
@@ -30,9 +36,11 @@ from urllib.parse import urlparse
 import numpy as np
 
 from chunker.config import MilvusConfig
-from chunker.errors import ChunkerError
 from chunker.deploy_checks import bulk_target_problems
-from chunker.types import Chunk
+from chunker.errors import ChunkerError, SetupError
+from chunker.index.store import StoreError, StoreUnavailable, is_outage
+from chunker.run import faults
+from chunker.types import Chunk, safe_text
 
 log = logging.getLogger("chunker.index.bulk")
 DELETE_BATCH = 1000  # IDs per delete expression; long "in" lists make slow plans on the server
@@ -45,6 +53,23 @@ class BulkImportError(ChunkerError):
 
 class ImportPollError(BulkImportError):
     """One progress poll got no answer; the job itself may still be running."""
+
+
+class ImportTimeout(BulkImportError, SetupError):
+    """No answer on a running import job: it may still finish, so its rows must not be written again another way
+    (an import never replaces rows); the run stops."""
+
+
+class ImportRefused(BulkImportError, SetupError):
+    """The server refused to start an import (a wrong token, an unknown collection): no row was read, so no document
+    is to blame; the run stops."""
+
+
+class StoreRefusedAll(StoreError, SetupError):
+    """The store refused every document of a commit, each written alone: the store, not the documents, is wrong."""
+
+
+DocKey = tuple[str, str]  # (doc_id, source_uri): two files with the same bytes are two documents
 
 
 class BulkOps(Protocol):
@@ -100,6 +125,7 @@ class ChunkSink:
         self.stats = SinkStats()
         self.fresh: bool | None = None  # decided at the first commit (milvus.fresh_load and an empty collection)
         self._written_docs: set[str] = set()  # fresh loads: documents whose chunks this run has already written
+        self._refused: dict[DocKey, str] = {}  # documents whose rows the store refused, with its reason
         if self._bulk is not None and not store.lite and cfg.load_mode == "auto":
             # Built now, not at the first big commit hours later: a wrong bulk target fails before any work.
             self._ops()
@@ -119,7 +145,10 @@ class ChunkSink:
                 and rows >= self.cfg.bulk_threshold)
 
     def commit(self) -> str:
-        """Write everything pending; returns the mode used (``upsert``, ``bulk`` or ``none``)."""
+        """Write everything pending; returns the mode used (``upsert``, ``bulk`` or ``none``).
+
+        Documents whose rows the store refused are not written; :meth:`take_refused` names them. Raises only setup
+        errors: :class:`StoreUnavailable` for an outage, :class:`StoreRefusedAll` when no document got in."""
         if not self.chunks:
             return "none"
         if self.fresh is None:
@@ -127,15 +156,64 @@ class ChunkSink:
         chunks, vecs = self.chunks, np.stack(self.vectors)
         self.chunks, self.vectors = [], []
         mode = "bulk" if self.use_bulk(len(chunks)) else "upsert"
+        try:
+            self._write(mode, chunks, vecs)
+        except Exception as exc:  # noqa: BLE001 - sorted below: the store's fault stops the run, a document's fails it
+            _raise_if_setup(exc, self.cfg.uri)
+            mode = self._write_each(mode, chunks, vecs, exc)
+        self.stats.commits += 1
+        self.stats.modes.append(mode)
+        return mode
+
+    def take_refused(self) -> dict[DocKey, str]:
+        """Documents (``(doc_id, source_uri)``) whose rows the store refused since the last call, with the reason."""
+        out, self._refused = self._refused, {}
+        return out
+
+    def _write(self, mode: str, chunks: list[Chunk], vecs: np.ndarray) -> None:
+        faults.check("write", *dict.fromkeys(c.source for c in chunks))
         if mode == "bulk":
             self._bulk_load(chunks, vecs)
         else:
             self.stats.upserted += self.store.upsert(chunks, vecs)
         if self.fresh:
             self._written_docs.update(c.doc_id for c in chunks)
-        self.stats.commits += 1
-        self.stats.modes.append(mode)
-        return mode
+
+    def _write_each(self, mode: str, chunks: list[Chunk], vecs: np.ndarray, first: Exception) -> str:
+        """The commit's write raised ``first``: each document's rows again, alone (upserts: idempotent by chunk_id,
+        like the import), to find the documents the store refuses."""
+        groups: dict[DocKey, list[int]] = {}
+        for i, c in enumerate(chunks):
+            groups.setdefault((c.doc_id, c.source_uri), []).append(i)
+        refused: dict[DocKey, str] = {}
+        for key, rows in groups.items():
+            try:
+                self._write("upsert", [chunks[i] for i in rows], vecs[rows])
+            except Exception as exc:  # noqa: BLE001 - this document's rows, refused
+                _raise_if_setup(exc, self.cfg.uri)
+                refused[key] = _reason(exc)
+        if len(groups) > 1 and len(refused) == len(groups):
+            raise StoreRefusedAll(f"Milvus at {self.cfg.uri} refused each of the {len(groups)} documents of a commit, "
+                                  f"written alone; first: {_reason(first)}")
+        if refused:
+            log.warning("Milvus refused %d of the %d documents of a commit; the others are written", len(refused),
+                        len(groups))
+        else:
+            log.warning("a %s of %d documents failed (%s); written one document at a time instead", mode,
+                        len(groups), _reason(first))
+        self._refused.update(refused)
+        return "upsert"
+
+    def discard(self, ids: list[str]) -> None:
+        """Delete chunk IDs (best effort): rows a refused document may have left behind, so that a ``failed``
+        document has nothing in the index."""
+        try:
+            for i in range(0, len(ids), DELETE_BATCH):
+                self.store.client.delete(self.store.collection, ids=ids[i:i + DELETE_BATCH],
+                                         timeout=self.cfg.write_timeout_s)
+        except Exception as exc:  # noqa: BLE001 - the document is failed either way; its rows stay findable by doc_id
+            _raise_if_setup(exc, self.cfg.uri)
+            log.warning("could not delete %d chunks of a refused document: %s", len(ids), _reason(exc))
 
     def _starts_empty(self) -> bool:
         if not self.cfg.fresh_load or self.store.lite:
@@ -179,7 +257,7 @@ class ChunkSink:
                 # The job runs on the server whether or not a poll gets through: a blip must not end a 2-hour load.
                 failures += 1
                 if failures >= MAX_POLL_FAILURES or self.clock() > deadline:
-                    raise BulkImportError(f"bulk import {job_id}: {failures} progress polls failed, last: {exc}") from exc
+                    raise ImportTimeout(f"bulk import {job_id}: {failures} progress polls failed, last: {exc}") from exc
                 log.warning("bulk import %s: progress poll failed (%s); retrying", job_id, exc)
                 self.sleep(self.cfg.bulk_poll_s)
                 continue
@@ -190,9 +268,21 @@ class ChunkSink:
             if state == "Failed":
                 raise BulkImportError(f"bulk import {job_id} failed: {p.get('reason') or 'no reason given'}")
             if self.clock() > deadline:
-                raise BulkImportError(f"bulk import {job_id} still {state} after {self.cfg.bulk_timeout_s:.0f} s")
+                raise ImportTimeout(f"bulk import {job_id} still {state} after {self.cfg.bulk_timeout_s:.0f} s")
             log.info("bulk import %s: %s %s%%", job_id, state, p.get("progress", "?"))
             self.sleep(self.cfg.bulk_poll_s)
+
+
+def _reason(exc: BaseException) -> str:
+    return safe_text(f"{type(exc).__name__}: {getattr(exc, 'message', None) or exc}")[:500]
+
+
+def _raise_if_setup(exc: Exception, uri: str) -> None:
+    """Re-raise ``exc`` when it is the run's problem rather than a document's: a setup error, or an outage."""
+    if isinstance(exc, SetupError):
+        raise exc
+    if is_outage(exc):
+        raise StoreUnavailable(f"Milvus at {uri} is unreachable: {_reason(exc)}") from exc
 
 
 class PymilvusBulkOps:
@@ -264,10 +354,10 @@ class PymilvusBulkOps:
             body = bulk_import(url=self.cfg.uri, collection_name=self.store.collection, files=files,
                                api_key=self.api_key).json()
         except MilvusException as exc:  # HTTP error or a non-zero "code": the server refused the job
-            raise BulkImportError(f"bulk_import into {self.store.collection!r} was refused: {exc.message}") from None
+            raise ImportRefused(f"bulk_import into {self.store.collection!r} was refused: {exc.message}") from None
         job_id = (body.get("data") or {}).get("jobId")
         if not job_id:
-            raise BulkImportError(f"bulk_import into {self.store.collection!r} returned no job id: {body}")
+            raise ImportRefused(f"bulk_import into {self.store.collection!r} returned no job id: {body}")
         return str(job_id)
 
     def progress(self, job_id: str) -> dict[str, Any]:

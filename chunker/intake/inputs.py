@@ -25,6 +25,9 @@ class InputError(SetupError, ValueError):
 class InputFile:
     path: str  # local path or URI
     source: str  # path relative to the input root
+    # False: found in an input folder, but its name matches no ``intake.patterns``. Such a file is still listed:
+    # taken when its bytes are a PDF, else reported failed ``not_matched`` (see chunker.intake.prepare).
+    matched: bool = True
 
 
 MANIFEST_SUFFIXES = frozenset({".txt", ".jsonl", ".manifest"})
@@ -47,10 +50,11 @@ def manifest_entry(line: str, base_uri: str, where: str) -> InputFile | None:
         if not raw:
             raise InputError(f"manifest {where}: no 'path', 'uri' or 'file' key")
         source = str(entry.get("source") or "")
+        matched = not entry.get("unmatched")
     else:
-        raw = line
+        raw, matched = line, True
     full = raw if "://" in raw or Path(raw).is_absolute() else sources.join_uri(base_uri, raw)
-    return InputFile(path=str(full), source=source or raw)
+    return InputFile(path=str(full), source=source or raw, matched=matched)
 
 
 def _manifest_entries(uri: str) -> Iterator[InputFile]:
@@ -71,9 +75,12 @@ def _is_glob(s: str) -> bool:
     return any(ch in s for ch in "*?[")
 
 
-def iter_inputs(input_path: str, cfg: IntakeConfig) -> Iterator[InputFile]:
+def iter_inputs(input_path: str, cfg: IntakeConfig, unmatched: bool = False) -> Iterator[InputFile]:
     """Stream the files named by a directory or object-store prefix, a glob, a single file or a manifest
-    (``.txt``/``.jsonl``/``.manifest``), local or ``s3://``/``gs://``/``file://``. Nothing is listed up front."""
+    (``.txt``/``.jsonl``/``.manifest``), local or ``s3://``/``gs://``/``file://``. Nothing is listed up front.
+
+    With ``unmatched`` a folder's files whose names match no ``intake.patterns`` come too (``matched=False``), so a
+    run can account for every file it was pointed at. A glob, a manifest or a single file names its files itself."""
     if _is_glob(input_path):
         for uri, rel in sources.iter_glob(input_path):
             yield InputFile(path=uri, source=rel)
@@ -83,8 +90,9 @@ def iter_inputs(input_path: str, cfg: IntakeConfig) -> Iterator[InputFile]:
     except (OSError, ValueError) as exc:  # unknown scheme, unreachable bucket, missing credentials
         raise InputError(f"input {input_path!r} cannot be opened: {exc}") from None
     if what == "dir":
-        for uri, rel in sources.iter_tree(input_path, cfg.patterns):
-            yield InputFile(path=uri, source=rel)
+        for uri, rel, matched in sources.iter_tree_all(input_path, cfg.patterns):
+            if matched or unmatched:
+                yield InputFile(path=uri, source=rel, matched=matched)
         return
     if what == "file" and is_manifest(input_path):
         yield from _manifest_entries(input_path)

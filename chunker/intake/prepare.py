@@ -2,11 +2,16 @@
 
 Every check failure is this file's outcome, a ``failed`` record with a typed problem, never an exception that
 stops the run.
+
+A file of an input folder whose name matches no ``intake.patterns`` (``InputFile.matched`` False: ``report.dat``,
+``scan`` without an extension) is sniffed: when its first KiB holds ``%PDF`` it is taken as a PDF, whatever its name;
+otherwise it fails ``not_matched`` without being read further, so every file the run was pointed at is accounted for.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import tempfile
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -20,6 +25,12 @@ from chunker.intake.normalize import NormalizeError, kind_of, to_pdf
 from chunker.types import DocumentRecord, Problem, Stage, Status
 
 _HASH_CHUNK = 1 << 20
+PDF_MAGIC = b"%PDF"
+SNIFF_BYTES = 1024  # where a PDF's header may sit (readers accept leading junk; pdfium looks this far)
+
+
+def is_pdf_head(head: bytes) -> bool:
+    return PDF_MAGIC in head[:SNIFF_BYTES]
 
 
 def file_digest(path: str) -> tuple[str, int]:
@@ -40,17 +51,20 @@ def check_pdf(path: str, cfg: IntakeConfig) -> tuple[int, Problem | None]:
         return Problem(Stage.INTAKE, code, message)
 
     with open(path, "rb") as fh:
-        head = fh.read(1024)
+        head = fh.read(SNIFF_BYTES)
     if not head:
         return 0, bad("empty", "empty file")
-    if b"%PDF" not in head:
+    if not is_pdf_head(head):
         return 0, bad("not_pdf", "not a PDF (no %PDF header)")
     try:
         pdf = pdfium.PdfDocument(path, password=cfg.password)
     except pdfium.PdfiumError as exc:
-        if "password" in str(exc).lower():
+        why = _load_failure(path, cfg.password)
+        if why == "encrypted":
             return 0, bad("encrypted", "encrypted: needs a password"
                           + (" (the configured one is wrong)" if cfg.password else ""))
+        if why == "zero_pages":
+            return 0, bad("zero_pages", "zero pages")
         return 0, bad("unreadable", f"unreadable PDF ({exc})")
     try:
         n = len(pdf)
@@ -61,6 +75,22 @@ def check_pdf(path: str, cfg: IntakeConfig) -> tuple[int, Problem | None]:
     if n > cfg.max_pages:
         return n, bad("too_many_pages", f"{n} pages exceeds intake.max_pages={cfg.max_pages}")
     return n, None
+
+
+def _load_failure(path: str, password: str | None) -> str:
+    """Why pdfium would not open ``path``: ``encrypted``, ``zero_pages`` or ``unreadable``.
+
+    pypdfium2 raises one error for a file pdfium cannot load and for one it loads with no page, and the error code
+    it attaches is pdfium's last error, which only a failed load sets: after an encrypted file, a zero-page one on the
+    same thread reads "password". So the file is loaded again through the C API, where a handle means it loaded."""
+    import pypdfium2.raw as raw
+
+    pw = None if password is None else (password + "\x00").encode("utf-8")
+    handle = raw.FPDF_LoadDocument((os.path.abspath(path) + "\x00").encode("utf-8", "surrogateescape"), pw)
+    if handle:
+        raw.FPDF_CloseDocument(handle)
+        return "zero_pages"
+    return "encrypted" if raw.FPDF_GetLastError() == raw.FPDF_ERR_PASSWORD else "unreadable"
 
 
 def inspect(file: InputFile, cfg: IntakeConfig) -> DocumentRecord:
@@ -91,6 +121,17 @@ def prepare(file: InputFile, cfg: IntakeConfig, workdir: Path, skip: Callable[[s
             return DocumentRecord(doc_id=known, source_uri=shown, source=file.source, num_pages=0,
                                   status=Status.SKIPPED, problems=[Problem(Stage.INTAKE, "done", "already done (ledger)")],
                                   size_bytes=int(version.split(":", 1)[0] or 0)), ""
+    if not file.matched:
+        try:
+            head = sources.head(uri, SNIFF_BYTES)
+        except FileNotFoundError:
+            return _failed(file, shown, "missing", "missing: file not found")
+        except OSError as exc:
+            return _failed(file, shown, "unreadable", f"unreadable: {exc.strerror or exc}")
+        if not is_pdf_head(head):
+            what = "empty" if not head else "not a PDF (no %PDF header)"
+            return _failed(file, shown, "not_matched", f"not taken: the name matches none of intake.patterns and the "
+                           f"content is {what}", size=int(version.split(":", 1)[0] or 0) if version else 0)
     if cache is not None and sources.is_remote(uri):
         with ExitStack() as stack:
             try:
@@ -143,7 +184,7 @@ def _prepare(file: InputFile, cfg: IntakeConfig, workdir: Path, skip: Callable[[
     if skip is not None and skip(doc_id):
         return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=0, status=Status.SKIPPED,
                               problems=[Problem(Stage.INTAKE, "done", "already done (ledger)")], size_bytes=size), ""
-    if kind_of(uri) != "pdf":
+    if file.matched and kind_of(uri) != "pdf":  # an unmatched file got here because its bytes are a PDF
         try:
             local = to_pdf(local, workdir, cfg.normalize_timeout_s)
         except NormalizeError as exc:

@@ -31,7 +31,32 @@ def is_remote(uri: str) -> bool:
 
 
 def local_path(uri: str) -> str:
-    return unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+    # surrogateescape: a %XX that is no UTF-8 comes back as the byte it names (see text_safe_uri).
+    return unquote(urlparse(uri).path, errors="surrogateescape") if uri.startswith("file://") else uri
+
+
+def text_safe_uri(uri: str) -> str:
+    """``uri`` as valid UTF-8 text naming the same file, so it can travel in an Arrow column. A local file name that
+    is not UTF-8 (bytes a Linux filesystem allows) reaches Python as lone surrogates (``os.fsdecode``), which Arrow
+    refuses; such a path becomes a percent-encoded ``file://`` URI that :func:`local_path` turns back into it."""
+    try:
+        uri.encode("utf-8")
+        return uri
+    except UnicodeEncodeError:
+        pass
+    if is_remote(uri):  # object keys are UTF-8 by definition; nothing to keep
+        return uri.encode("utf-8", "replace").decode("utf-8")
+    return "file://" + quote(os.fsencode(os.path.abspath(local_path(uri))), safe="/")
+
+
+def head(uri: str, n: int = 1024) -> bytes:
+    """The first ``n`` bytes of a file or object (what a format sniff needs; the rest is never read)."""
+    fs, path = open_fs(uri)
+    if isinstance(fs, pafs.LocalFileSystem):  # through the OS: pyarrow wants UTF-8 paths, a file name may not be
+        with open(path, "rb") as fh:
+            return fh.read(n)
+    with fs.open_input_file(path) as fh:
+        return fh.read(n)
 
 
 def _split_query(uri: str) -> tuple[str, str]:
@@ -177,10 +202,16 @@ def iter_glob(pattern: str) -> Iterator[tuple[str, str]]:
 
 def iter_tree(root_uri: str, patterns: list[str]) -> Iterator[tuple[str, str]]:
     """(uri, relative path) of files under a folder or prefix whose name matches one of ``patterns``."""
+    for uri, rel, matched in iter_tree_all(root_uri, patterns):
+        if matched:
+            yield uri, rel
+
+
+def iter_tree_all(root_uri: str, patterns: list[str]) -> Iterator[tuple[str, str, bool]]:
+    """(uri, relative path, whether the name matches ``patterns``) of every file under a folder or prefix."""
     fs, root = open_fs(root_uri)
     for path in walk(fs, root):
-        if matches(path.rsplit("/", 1)[-1], patterns):
-            yield uri_of(fs, path, root_uri), path[len(root):].lstrip("/")
+        yield uri_of(fs, path, root_uri), path[len(root):].lstrip("/"), matches(path.rsplit("/", 1)[-1], patterns)
 
 
 def kind(uri: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from chunker.run.verdict import SegmentFacts, document_verdict
-from chunker.types import DocumentRecord, SegmentJob, Status
+from chunker.types import DocumentRecord, Problem, SegmentJob, Stage, Status
 
 
 @dataclass
@@ -36,6 +36,16 @@ class DocumentOutcome:
         """Whether the document's chunks belong in the index (and so it gets a ledger entry)."""
         return bool(self.record.doc_id) and self.record.status in (Status.OK, Status.PARTIAL)
 
+    @property
+    def key(self) -> tuple[str, str]:
+        return doc_key(self.record)
+
+
+def doc_key(doc: DocumentRecord) -> tuple[str, str]:
+    """A document in flight: its content hash and where it came from (two files with the same bytes are two inputs,
+    each with its own outcome)."""
+    return doc.doc_id, doc.source_uri
+
 
 @dataclass
 class _Open:
@@ -49,7 +59,7 @@ class _Open:
 class Assembler:
     def __init__(self, max_fallback_share: float) -> None:
         self.max_fallback_share = max_fallback_share
-        self._open: dict[str, _Open] = {}
+        self._open: dict[tuple[str, str], _Open] = {}
 
     @property
     def in_flight(self) -> int:
@@ -65,7 +75,7 @@ class Assembler:
             return self._finish(_Open(doc, 0, source_version=source_version))
         if facts is None:
             raise ValueError(f"segment {job.segment_index} of {doc.source!r} reached assembly without planning")
-        key = doc.doc_id
+        key = doc_key(doc)
         st = self._open.get(key)
         if st is None:
             st = self._open[key] = _Open(doc, job.num_segments, source_version=source_version)
@@ -79,9 +89,22 @@ class Assembler:
         del self._open[key]
         return self._finish(st)
 
+    def drain(self) -> list[DocumentOutcome]:
+        """The outcomes of documents still open when the pipeline has ended: a segment never came back, so each
+        missing one counts as failed (the document is reported, never lost)."""
+        out = []
+        for st in self._open.values():
+            for i in range(st.num_segments):
+                if i not in st.facts:
+                    st.facts[i] = SegmentFacts(i, 0, failed=True, problems=[
+                        Problem(Stage.WRITE, "segment_missing", f"segment {i} never reached the writer")])
+            out.append(self._finish(st))
+        self._open.clear()
+        return out
+
     def _finish(self, st: _Open) -> DocumentOutcome:
         segments = [st.facts[i] for i in sorted(st.facts)]
-        status, problems = document_verdict(st.record, segments, self.max_fallback_share)
+        status, problems = document_verdict(st.record, segments, self.max_fallback_share, len(st.chunk_ids))
         record = replace(st.record, status=status, problems=problems)
         fallback = sum(len(s.fallback_pages) for s in segments if not s.failed)
         complete = bool(segments) and not any(s.failed for s in segments)

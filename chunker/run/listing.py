@@ -5,7 +5,10 @@
 * a folder, object-store prefix, glob or single file is walked lazily and written out as listing parts of
   ``intake.listing_block`` entries under the run's ``listing/`` folder, which are then read like a manifest.
 
-Either way the rows carry only ``path``/``source`` (+ ``error`` for a bad manifest line): workers fetch the bytes.
+Either way the rows carry only ``path``/``source`` (+ ``error`` for a bad manifest line, ``unmatched`` for a file
+of an input folder whose name matches no ``intake.patterns``: listed all the same, so every file is accounted for):
+workers fetch the bytes. Paths travel as valid UTF-8 text (:func:`chunker.intake.sources.text_safe_uri`), so a file
+name with bytes that are not UTF-8 reaches its worker intact instead of failing the block in Arrow.
 """
 
 from __future__ import annotations
@@ -15,7 +18,11 @@ from typing import Any
 
 from chunker.config import Config
 from chunker.intake.inputs import InputError, is_manifest, iter_inputs, manifest_entry
+from chunker.intake.sources import text_safe_uri
 from chunker.run.layout import LISTING, RunStore, listing_part
+from chunker.types import safe_text
+
+COLUMNS = ("path", "source", "error", "unmatched")
 
 
 def direct_manifest(input_path: str) -> bool:
@@ -29,16 +36,17 @@ def manifest_rows(row: dict[str, Any], base_uri: str) -> list[dict[str, Any]]:
     try:
         entry = manifest_entry(line, base_uri, "line")
     except InputError as exc:
-        return [{"path": "", "source": line.strip()[:200], "error": str(exc)}]
+        return [{"path": "", "source": safe_text(line.strip()[:200]), "error": safe_text(str(exc)), "unmatched": False}]
     if entry is None:
         return []
-    return [{"path": entry.path, "source": entry.source, "error": ""}]
+    return [{"path": text_safe_uri(entry.path), "source": safe_text(entry.source), "error": "",
+             "unmatched": not entry.matched}]
 
 
 def manifest_batch(batch: dict[str, Any], base_uri: str) -> dict[str, list[Any]]:
     """:func:`manifest_rows` as a ``map_batches`` UDF (so the intake repartition after it fuses into its task)."""
     out = [r for line in batch["text"] for r in manifest_rows({"text": str(line)}, base_uri)]
-    return {k: [r[k] for r in out] for k in ("path", "source", "error")}
+    return {k: [r[k] for r in out] for k in COLUMNS}
 
 
 def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> list[str]:
@@ -53,8 +61,11 @@ def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> list[str]
         parts.append(runstore.uri_of(name))
         block.clear()
 
-    for f in iter_inputs(input_path, cfg.intake):
-        block.append(json.dumps({"path": f.path, "source": f.source}))
+    for f in iter_inputs(input_path, cfg.intake, unmatched=True):
+        entry = {"path": f.path, "source": f.source}
+        if not f.matched:
+            entry["unmatched"] = True
+        block.append(json.dumps(entry))  # ASCII: a name's undecodable bytes travel as \udcXX escapes
         if len(block) >= cfg.intake.listing_block:
             flush()
     if block:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Awaitable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 from chunker.config import Config
 from chunker.contract import parse_batches
@@ -18,6 +21,7 @@ from chunker.convert.base import Converter
 from chunker.convert.render import RenderedDocument
 from chunker.errors import DocumentError, SetupError
 from chunker.plan import Planner
+from chunker.run import faults
 from chunker.run.verdict import SegmentFacts
 from chunker.types import BatchContext, Chunk, ConvertedBatch, Element, Problem, SegmentJob, Stage, safe_text
 
@@ -52,6 +56,25 @@ def problem_of(exc: BaseException, stage: Stage, what: str) -> Problem:
     return Problem(stage, "error", f"{what}: {type(exc).__name__}: {safe_text(str(exc))[:500]}")
 
 
+@contextmanager
+def row_guard(row: Any, stage: Stage, what: str) -> Iterator[None]:
+    """Whatever the block raises for one pipeline row (a :class:`SetupError` aside) fails that row's segment at
+    ``stage`` (``row`` is a :class:`chunker.run.rows.SegmentRow`): one row never takes its block down, and with it
+    the Ray Dataset and the run."""
+    try:
+        yield
+    except SetupError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the row's own outcome, never the run's
+        row.fail(problem_of(exc, stage, what))
+
+
+async def guarded(row: Any, stage: Stage, what: str, step: Awaitable[None]) -> None:
+    """Await ``step`` (the work on ``row``) under :func:`row_guard`."""
+    with row_guard(row, stage, what):
+        await step
+
+
 def failed(job: SegmentJob, problem: Problem) -> SegmentOutcome:
     """The outcome of a segment whose step failed: no chunks, the reason on it."""
     return SegmentOutcome(job, SegmentFacts(job.segment_index, owned_pages(job), failed=True, problems=[problem]))
@@ -74,8 +97,11 @@ async def convert_segment(converter: Converter, job: SegmentJob, cfg: Config, *,
     the original URI. Pages are rendered on demand and released when the segment is done.
     """
     run_job = job if source_path is None else replace(job, source_uri=source_path)
-    images = RenderedDocument(run_job.source_uri, cfg.render) if converter.needs_images() else None
+    images: RenderedDocument | None = None
     try:
+        faults.check("render", job.source)
+        images = RenderedDocument(run_job.source_uri, cfg.render) if converter.needs_images() else None
+        faults.check("convert", job.source)
         batches = await asyncio.wait_for(converter.convert(run_job, images), timeout_s)
     except SetupError:
         raise
@@ -95,20 +121,24 @@ async def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], planner: 
     t0 = time.perf_counter()
     facts = SegmentFacts.from_batches(job.segment_index, owned_pages(job), batches)
     out = SegmentOutcome(job, facts, batches)
-    seed: list[str] = []
-    overlap = [b for b in batches if b.context_only]
-    if overlap and overlap[-1].context_out:
-        # The segment starts under the headings its overlap left open (see chunker.intake.segments).
-        seed = BatchContext.from_json(overlap[-1].context_out).heading_path
+    what = "parsing the Markdown"
     try:
+        faults.check("parse", job.source)
+        seed: list[str] = []
+        overlap = [b for b in batches if b.context_only]
+        if overlap and overlap[-1].context_out:
+            # The segment starts under the headings its overlap left open (see chunker.intake.segments).
+            seed = BatchContext.from_json(overlap[-1].context_out).heading_path
         out.elements = parse_batches(job.doc_id, batches, job.segment_index, seed)
+        what = "chunk planning"
+        faults.check("plan", job.source)
         out.chunks = await planner.chunks(out.elements, cfg_hash, job.source, job.source_uri)
     except SetupError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plan that breaks coverage (or a parser defect) fails this segment
         out.chunks = []
         facts.failed = True
-        facts.problems.append(problem_of(exc, Stage.PLAN, "chunk planning"))
+        facts.problems.append(problem_of(exc, Stage.PLAN, what))
     out.plan_ms = (time.perf_counter() - t0) * 1000
     return out
 

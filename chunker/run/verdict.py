@@ -6,7 +6,12 @@ A document that failed intake, or was skipped, keeps that outcome. Otherwise its
 * some segment failed -> ``partial``;
 * pages left empty (neither the model nor the text layer could read them) -> ``partial``;
 * more fallback pages than ``converter.max_fallback_share`` of the converted pages -> ``partial``;
-* otherwise ``ok``; fallback pages within the share are still named among the problems, so they stay visible.
+* otherwise ``ok``; fallback pages within the share are still named among the problems, so they stay visible;
+* and whatever the above said, a document that yields no chunk at all (blank pages, images without OCR) is
+  ``failed`` (``no_text``): nothing of it is indexed, and a status must not say otherwise.
+
+After that, the write stage has the last word (:func:`write_verdict`): a document whose rows the store refused is
+``failed``.
 """
 
 from __future__ import annotations
@@ -37,9 +42,21 @@ class SegmentFacts:
                    lost_reasons=[b.error for b in owned if b.lost_pages and b.error])
 
 
-def document_verdict(doc: DocumentRecord, segments: list[SegmentFacts],
-                     max_fallback_share: float) -> tuple[Status, list[Problem]]:
-    """The document's status and problems: the only function in the project that decides a status."""
+def document_verdict(doc: DocumentRecord, segments: list[SegmentFacts], max_fallback_share: float,
+                     num_chunks: int | None = None) -> tuple[Status, list[Problem]]:
+    """The document's status and problems: the only function in the project that decides a status.
+    ``num_chunks``: the chunks its segments gave (None: not known, the no-text rule is not applied)."""
+    status, problems = _segments_verdict(doc, segments, max_fallback_share)
+    if num_chunks == 0 and status in (Status.OK, Status.PARTIAL):
+        pages = sum(s.pages for s in segments if not s.failed)
+        where = "its page" if pages == 1 else f"its {pages} pages"
+        return Status.FAILED, [*problems, Problem(Stage.CONVERT, "no_text", f"nothing to index: {where} gave no "
+                                                  "text to chunk (no text layer, or only running headers)")]
+    return status, problems
+
+
+def _segments_verdict(doc: DocumentRecord, segments: list[SegmentFacts],
+                      max_fallback_share: float) -> tuple[Status, list[Problem]]:
     if doc.status in (Status.FAILED, Status.SKIPPED):
         return doc.status, list(doc.problems)
     if not segments:
@@ -73,3 +90,9 @@ def document_verdict(doc: DocumentRecord, segments: list[SegmentFacts],
         else:
             problems.append(Problem(Stage.CONVERT, "fallback_pages", f"{msg}; within max_fallback_share {max_fallback_share}"))
     return status, problems
+
+
+def write_verdict(doc: DocumentRecord, problem: Problem) -> tuple[Status, list[Problem]]:
+    """A document the write stage could not take (the store refused its rows, or the writer failed on it) is
+    ``failed`` whatever its segments said: what of it got into the store is deleted again, so nothing is indexed."""
+    return Status.FAILED, [*doc.problems, problem]
