@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,6 +24,7 @@ from chunker.run.assemble import Assembler, DocumentOutcome
 from chunker.run.layout import DOCUMENTS, RunStore, documents_part
 from chunker.run.ledger import Ledger
 from chunker.run.rows import SegmentRow
+from chunker.run.timing import RunTiming
 from chunker.schemas import DOCUMENT, document_row, to_table
 from chunker.types import Status, safe_text
 
@@ -65,7 +67,7 @@ class Totals:
 class Writer:
     def __init__(self, store: Any, sink: ChunkSink, ledger: Ledger | None, runstore: RunStore, cfg_hash: str,
                  max_fallback_share: float, commit_rows: int, commit_interval_s: float,
-                 progress: ProgressSink | None = None) -> None:
+                 progress: ProgressSink | None = None, timing: RunTiming | None = None) -> None:
         self.store = store
         self.sink = sink
         self.ledger = ledger
@@ -74,6 +76,7 @@ class Writer:
         self.commit_rows = commit_rows
         self.commit_interval_s = commit_interval_s
         self.progress = progress or NoProgress()
+        self.timing = timing  # the driver's own steps: Milvus load, deletes, ledger and status writes
         self.assembler = Assembler(max_fallback_share)
         self.waiting: list[DocumentOutcome] = []  # complete in the pipeline, chunks not yet committed
         self.doc_rows: list[dict[str, Any]] = []
@@ -106,17 +109,23 @@ class Writer:
         else:
             self.close(outcome)
 
+    def _step(self, name: str) -> AbstractContextManager[None]:
+        return self.timing.step(name) if self.timing is not None else nullcontext()
+
     def commit(self) -> None:
-        self.sink.commit()
+        with self._step("load"):
+            self.sink.commit()
         self.last_commit = time.monotonic()
         waiting, self.waiting = self.waiting, []
         # A changed file gets a new doc_id, and new settings a new plan: chunks of either must not linger. Deleted
         # once the new chunks are committed, before any ledger entry says the document is done.
         replacing = [o for o in waiting if o.replaces_old]
         if replacing:
-            self.store.delete_stale([(o.record.source_uri, o.record.doc_id, o.chunk_ids) for o in replacing])
-        for outcome in waiting:
-            self.close(outcome)
+            with self._step("delete_stale"):
+                self.store.delete_stale([(o.record.source_uri, o.record.doc_id, o.chunk_ids) for o in replacing])
+        with self._step("ledger_and_status"):
+            for outcome in waiting:
+                self.close(outcome)
 
     def close(self, outcome: DocumentOutcome) -> None:
         """Record a document whose chunks (if any) are committed and whose stale chunks are gone."""
