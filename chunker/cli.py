@@ -39,11 +39,20 @@ def ray_address(cfg: Config) -> str | None:
     return cfg.ray.address or os.environ.get("RAY_ADDRESS") or None
 
 
-def ray_init_options(cfg: Config) -> dict[str, Any]:
-    """Keyword arguments of ``ray.init``: join the cluster, or start a local runtime sized for a laptop."""
+def ray_init_options(cfg: Config, verbose: bool = True) -> dict[str, Any]:
+    """Keyword arguments of ``ray.init``: join the cluster, or start a local runtime sized for a laptop.
+
+    ``verbose=False`` keeps the terminal for the job's own lines: Ray's INFO lines ("Started a local Ray instance")
+    and the workers' stdout/stderr stay in Ray's log files (``/tmp/ray/session_latest/logs``) instead of being echoed
+    by the driver; errors that stop a stage still reach the driver as exceptions."""
+    import logging
+
+    quiet: dict[str, Any] = {"log_to_driver": verbose}
+    if not verbose:
+        quiet["logging_level"] = logging.WARNING
     address = ray_address(cfg)
     if address:
-        return {"address": address, "log_to_driver": True}
+        return {"address": address, **quiet}
     # Token auth is on by default in recent Ray; a private local runtime does not need it.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     # Logical CPUs, not cores: every stage's actors start at once (the embedder loads while pages convert);
@@ -52,5 +61,5 @@ def ray_init_options(cfg: Config) -> dict[str, Any]:
     # "local": a runtime of our own. Without an address ray.init joins any `ray start` cluster running on this
     # machine (and then refuses num_cpus); the job's AWS_* and other variables reach the workers of a runtime it
     # starts itself, because they inherit its environment.
-    return {"address": "local", "num_cpus": cpus, "include_dashboard": False, "log_to_driver": True,
+    return {"address": "local", "num_cpus": cpus, "include_dashboard": False, **quiet,
             "runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}}}

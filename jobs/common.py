@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,12 +13,28 @@ from chunker.config import Config
 log = logging.getLogger("jobs")
 
 
-def init_ray(cfg: Config) -> None:
-    """Join the cluster a job was submitted to (RAY_ADDRESS) or start a local runtime sized for a laptop."""
+def init_ray(cfg: Config, verbose: bool = True) -> None:
+    """Join the cluster a job was submitted to (RAY_ADDRESS) or start a local runtime sized for a laptop.
+
+    ``verbose=False``: see :func:`chunker.cli.ray_init_options` and :func:`quiet_ray_data`."""
     import ray
 
     if not ray.is_initialized():
-        ray.init(**ray_init_options(cfg))
+        ray.init(**ray_init_options(cfg, verbose))
+    if not verbose:
+        quiet_ray_data()
+
+
+def quiet_ray_data() -> None:
+    """No Ray Data progress bars (on a terminal) or progress log blocks (every ~10 s elsewhere), and only errors
+    from Ray Data on the console: the job prints its own progress line. Ray Data's log file
+    (``/tmp/ray/session_latest/logs/ray-data``) still gets everything."""
+    from ray.data import DataContext
+
+    DataContext.get_current().enable_progress_bars = False
+    for handler in logging.getLogger("ray.data").handlers:
+        if type(handler).__name__ != "SessionFileHandler":  # ray/data/_internal/logging.py: the console handler
+            handler.setLevel(logging.ERROR)
 
 
 def alive_nodes() -> list[dict[str, float]]:
@@ -40,8 +57,17 @@ def on_every_node(fn: Callable[..., Any], *args: Any, timeout_s: float = 60.0) -
 
 
 def setup_logging(verbose: bool = False) -> None:
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO,
+    """Quiet unless ``verbose``: warnings and errors only, from every library (ours included).
+
+    Call it before anything imports grpc. Milvus Lite runs its gRPC server in this process, so what it logs lands
+    here: a call the Lite server does not implement is logged by grpc as an ERROR with a traceback (the client gets
+    the error and decides), and grpc's C core prints its own lines (keepalive GOAWAYs between the Lite server and
+    its client). Both stay off the terminal unless ``verbose``."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger("grpc._server").setLevel(logging.CRITICAL)
+        os.environ.setdefault("GRPC_VERBOSITY", "NONE")
 
 
 def preflight(cfg: Config) -> None:

@@ -25,6 +25,7 @@ from chunker.run import faults
 from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
 from chunker.run.rows import SegmentRow
+from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
 from chunker.cli import base_parser, load_or_exit
 from chunker.run.cluster import ClusterFitError, fit_stages, multi_node_problems
@@ -55,6 +56,7 @@ class RunSummary:
     load_mode: str = ""
     problems_total: int = 0
     problems: list[dict[str, str]] = field(default_factory=list)
+    timing: dict[str, Any] = field(default_factory=dict)  # where the time went (chunker.run.timing)
 
 
 def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # noqa: ANN201 - ray.data.Dataset
@@ -93,6 +95,10 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     # A dead actor comes back (its constructor reloads the model) and its in-flight batch runs again, also when its
     # node is gone (chunker.run.attempts stops a segment that kills its worker every time).
     restart = {"max_restarts": r.actor_max_restarts, "max_task_retries": r.actor_max_task_retries}
+    if restart == {"max_restarts": -1, "max_task_retries": -1}:
+        # Ray Data's own defaults for actor stages (actor_pool_map_operator.py: _apply_default_remote_args); passing
+        # them again goes through the deprecated ``**ray_remote_args`` and warns.
+        restart = {}
     ds = files if isinstance(files, ray.data.Dataset) else ray.data.from_items(files)
     ds = ds.repartition(target_num_rows_per_block=r.intake_block_rows)
     ds = ds.map_batches(intake_batch, batch_size=1, fn_kwargs={
@@ -139,15 +145,17 @@ def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
 
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
-               convert_stage: type = ConvertStage, bulk: Any = None) -> RunSummary:
-    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests)."""
+               convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True) -> RunSummary:
+    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests). ``verbose=False`` keeps
+    Ray's own progress and log lines and the workers' output off the terminal (see :func:`jobs.common.init_ray`)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
     from chunker.index.store import ChunkStore
     from chunker.intake.sources import kind
     from chunker.run.listing import direct_manifest, write_listing
 
-    t0 = time.perf_counter()
+    timing = RunTiming()
+    t0 = timing.t0
     faults.announce()  # tests only: a run with CHUNKER_FAULTS set says so (and a malformed value stops it here)
     out_uri = output or cfg.output.dir
     runstore = RunStore(out_uri)
@@ -157,11 +165,14 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     if direct_manifest(input_path) and kind(input_path) != "file":
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
-    listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
-    runstore.clear(ATTEMPTS)  # conversion starts are counted per run
-    init_ray(cfg)
-    dim = Embedder.dimension(cfg.embed)
-    store = ChunkStore(cfg.milvus, dim)
+    with timing.step("listing"):
+        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
+        runstore.clear(ATTEMPTS)  # conversion starts are counted per run
+    with timing.step("ray_init"):
+        init_ray(cfg, verbose)
+    with timing.step("store_open"):
+        dim = Embedder.dimension(cfg.embed)
+        store = ChunkStore(cfg.milvus, dim)
     try:  # before any actor starts: what cannot be placed, or cannot work on this cluster, is one clear line
         cfg, fit_note = check_cluster(cfg, out_uri)
     except ClusterFitError:
@@ -171,19 +182,21 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
     try:
-        with Progress(cfg.ray.status_interval_s) as progress:
+        with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
-                            cfg.milvus.commit_interval_s, progress)
+                            cfg.milvus.commit_interval_s, progress, timing)
             inputs = input_dataset(input_path, cfg, listed)
             if inputs is not None:
                 ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage)
-                writer.consume(SegmentRow.decode(row) for row in ds.iter_rows())
+                writer.consume(_timed_rows(ds.iter_rows(), timing))
             writer.flush_doc_rows()
-        store.flush()
-        collection_rows = store.count()
+        with timing.step("finish"):
+            store.flush()
+            collection_rows = store.count()
     finally:
-        store.close()
-        _remove_fetch_caches(out_uri)
+        with timing.step("finish"):
+            store.close()
+            _remove_fetch_caches(out_uri)
     t = writer.totals
     dt = time.perf_counter() - t0
     modes = sorted(set(sink.stats.modes))
@@ -195,9 +208,19 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         settings=runtime_settings(cfg), cluster=fit_note, output=runstore.root, load_mode="+".join(modes) or "none",
         problems_total=t.problems_total,
         problems=t.problems,
+        timing=timing.report(),
     )
     runstore.write_json(SUMMARY, asdict(summary))
     return summary
+
+
+def _timed_rows(rows: Any, timing: RunTiming) -> Any:
+    """Decoded rows, each noted on arrival with the seconds every stage spent on it."""
+    for raw in rows:
+        with timing.step("decode"):
+            row = SegmentRow.decode(raw)
+        timing.segment(row.pages if row.active else 0, row.worker_seconds())
+        yield row
 
 
 def _remove_fetch_caches(out_uri: str) -> None:
@@ -217,6 +240,10 @@ def print_summary(s: RunSummary) -> None:
     print(f"pages: {s.pages}  chunks: {s.chunks}  fallback pages: {s.fallback_pages}  "
           f"collection rows: {s.collection_rows}  load: {s.load_mode}")
     print(f"time: {s.seconds:.1f} s  throughput: {s.pages_per_s:.2f} pages/s  config hash: {s.config_hash}")
+    t = s.timing
+    if t.get("first_segment_s") is not None:
+        steady = f"{t['steady_pages_per_s']:.2f} pages/s" if t.get("steady_pages_per_s") else "n/a (too short)"
+        print(f"start-up: first segment after {t['first_segment_s']:.1f} s  steady: {steady}")
     for p in s.problems:
         print(f"  {p['status']:8s} {p['source']}: {p['reason']}")
     if s.problems_total > len(s.problems):
@@ -229,12 +256,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="a directory, glob, single file, manifest (.txt/.jsonl) or s3:// / gs:// / file:// URI")
     p.add_argument("--output", default=None, help="run output folder or URI (default: output.dir from the config)")
     p.add_argument("--force", action="store_true", help="redo every document, ignoring the done ledger")
+    p.add_argument("--verbose", action="store_true",
+                   help="also show Ray's progress and log lines, worker output and library INFO logs")
     args = p.parse_args(argv)
-    setup_logging()
+    setup_logging(args.verbose)
     cfg = load_or_exit(args)
     try:
         preflight(cfg)
-        summary = run_ingest(cfg, args.input, args.output, force=args.force)
+        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,20 +1,23 @@
-"""Driver-side progress: a status line every few seconds and Prometheus counters through ``ray.util.metrics``.
+"""Driver-side progress: one status line and Prometheus counters through ``ray.util.metrics``.
 
-Ray Data's own progress bars still show per-operator progress; this line says what a user of a million-page run
-wants to know (documents done / failed, pages/s, tokens/s) and keeps printing while the pipeline is busy, because it
-runs on its own thread rather than between rows.
+The line says what a user of a run wants to know (documents done of how many, pages, chunks, pages/s, an estimate
+of the time left) and runs on its own thread rather than between rows, so it keeps moving while the pipeline is busy.
+On a terminal it is one line rewritten in place about once a second; elsewhere (a log file, ``ray job logs``) it is
+a new line every ``interval_s``. The final line is always printed.
 """
 
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TextIO
 
 log = logging.getLogger("jobs.progress")
+LIVE_INTERVAL_S = 1.0
 
 
 class _Metrics:
@@ -31,10 +34,17 @@ class _Metrics:
 
 
 class Progress:
+    """``total`` is the number of input files when the driver listed them (none for a manifest read by Ray: no ETA).
+    ``live`` (default: the stream is a terminal) rewrites one line in place; ``emit`` replaces printing (tests)."""
+
     def __init__(self, interval_s: float, export_metrics: bool = True,
-                 emit: Callable[[str], None] | None = None) -> None:
-        self.interval_s = interval_s
-        self.emit = emit or (lambda line: print(line, flush=True))
+                 emit: Callable[[str], None] | None = None, total: int | None = None, live: bool | None = None,
+                 stream: TextIO | None = None) -> None:
+        self.stream = stream or sys.stdout
+        self.live = (emit is None and _isatty(self.stream)) if live is None else live
+        self.interval_s = LIVE_INTERVAL_S if self.live else interval_s
+        self.emit = emit or self._print
+        self.total = total
         self.docs: Counter[str] = Counter()
         self.pages = 0
         self.tokens = 0
@@ -43,6 +53,7 @@ class Progress:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._width = 0
         self.metrics: _Metrics | None = None
         if export_metrics:
             try:
@@ -78,9 +89,24 @@ class Progress:
             d = dict(self.docs)
             pages, tokens, chunks = self.pages, self.tokens, self.chunks
         done = sum(d.values())
-        return (f"[ingest {dt:7.0f} s] documents {done} (ok {d.get('ok', 0)}, partial {d.get('partial', 0)}, "
-                f"failed {d.get('failed', 0)}, skipped {d.get('skipped', 0)})  pages {pages} ({pages / dt:.2f}/s)  "
-                f"tokens {tokens} ({tokens / dt:.0f}/s)  chunks {chunks}")
+        of = f"/{self.total}" if self.total is not None else ""
+        bad = ", ".join(f"{k} {d[k]}" for k in ("partial", "failed", "skipped") if d.get(k))
+        text = (f"[ingest {_clock(dt)}] documents {done}{of}{f' ({bad})' if bad else ''}  pages {pages} "
+                f"({pages / dt:.1f}/s)  chunks {chunks}")
+        if tokens:
+            text += f"  tokens/s {tokens / dt:.0f}"
+        if self.total and 0 < done < self.total:
+            text += f"  ETA {_clock(dt * (self.total - done) / done)}"
+        return text
+
+    def _print(self, text: str) -> None:
+        if self.live:
+            pad = max(0, self._width - len(text))
+            self._width = len(text)
+            self.stream.write("\r" + text + " " * pad)
+        else:
+            self.stream.write(text + "\n")
+        self.stream.flush()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
@@ -96,3 +122,18 @@ class Progress:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self.emit(self.line())
+        if self.live and self.emit == self._print:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _clock(seconds: float) -> str:
+    s = int(round(seconds))
+    return f"{s // 60}:{s % 60:02d}" if s >= 60 else f"{s} s"

@@ -58,6 +58,7 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
         doc = DocumentRecord("", row.get("path") or "", source, 0, Status.FAILED,
                              [Problem(Stage.INTAKE, "manifest", row["error"])])
         return [SegmentRow(doc).encode()]
+    t0 = time.perf_counter()
     ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
     version = sources.version_of(row["path"])
     try:
@@ -79,7 +80,10 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
     except Exception as exc:  # noqa: BLE001 - whatever one input does, it fails alone
         problem = problem_of(exc, Stage.INTAKE, "intake")
         return [SegmentRow(DocumentRecord("", row.get("path") or "", source, 0, Status.FAILED, [problem])).encode()]
-    return [SegmentRow(doc, job=job, pdf_uri=pdf_uri, source_version=version).encode() for job in jobs]
+    rows = [SegmentRow(doc, job=job, pdf_uri=pdf_uri, source_version=version) for job in jobs]
+    if rows:
+        rows[0].intake_s = time.perf_counter() - t0  # the document's intake, counted once
+    return [r.encode() for r in rows]
 
 
 def intake_batch(batch: Batch, **kwargs: Any) -> Batch:
@@ -119,13 +123,17 @@ class ConvertStage:
         (see chunker.run.attempts), and one that has lost its worker twice runs alone in this actor."""
         job = row.job
         assert job is not None
+        t0 = time.perf_counter()
         prior = await asyncio.to_thread(prior_starts, self.store, job)
+        row.write_s += time.perf_counter() - t0  # the attempt count is run-folder I/O too
         problem = quarantine(prior, self.cfg.ray.segment_max_attempts)
         if problem is not None:
             row.fail(problem)
             return
         async with self.gate.enter(solo=prior >= SOLO_AFTER):
+            t0 = time.perf_counter()
             await asyncio.to_thread(record_start, self.store, job)
+            row.write_s += time.perf_counter() - t0
             await self._convert(row)
 
     async def _convert(self, row: SegmentRow) -> None:
@@ -147,10 +155,12 @@ class ConvertStage:
             return
         for b in batches:
             b.config_hash = self.cfg_hash
+        t1 = time.perf_counter()
         await asyncio.to_thread(self.store.write_segment, BATCHES, job.doc_id, job.segment_index,
                                 to_table(batches, CONVERTED_BATCH))
+        row.write_s += time.perf_counter() - t1
         row.batches = batches
-        row.convert_s = time.perf_counter() - t0
+        row.convert_s = t1 - t0
         row.tokens = int(sum(b.output_tokens or 0 for b in batches if not b.context_only))
 
     def _local_pdf(self, stack: ExitStack, uri: str, version: str) -> str:
@@ -189,9 +199,11 @@ class PlanStage:
         job = row.job
         assert job is not None
         res = await plan_segment(job, row.batches, self.planner, self.cfg_hash)
+        t0 = time.perf_counter()
         self.store.write_segment(ELEMENTS, job.doc_id, job.segment_index,
                                  to_table(res.elements, ELEMENT, config_hash=self.cfg_hash))
         self.store.write_segment(CHUNKS, job.doc_id, job.segment_index, to_table(res.chunks, CHUNK))
+        row.write_s += time.perf_counter() - t0
         row.facts, row.chunks, row.plan_ms = res.facts, res.chunks, res.plan_ms
         row.batches = []  # persisted already; no need to carry Markdown further
 

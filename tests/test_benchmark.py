@@ -180,3 +180,71 @@ def test_a_calibration_replaces_the_cost_model_in_the_report(tmp_path: Path) -> 
     assert rep["meta"]["engine"].startswith("simulated, flat rates: prefill 30000 tok/s")
     assert rep["meta"]["concurrency"] == 48 and rep["gpu_estimate"]["calibrated"]["pages_per_s_4x1568"] > 0
     assert "Calibration `" in (out / "report.md").read_text()
+
+
+def test_a_failing_step_is_reported_and_the_next_still_runs(tmp_path: Path) -> None:
+    from jobs.bench.isolate import run_step
+
+    bad = run_step("bad", "json:loads", {"s": "{"}, tmp_path, timeout_s=120)  # raises in the child
+    assert bad["failed"].startswith("bad: exit code 1: json.decoder.JSONDecodeError") and Path(bad["log"]).is_file()
+    gone = run_step("gone", "os:abort", {}, tmp_path, timeout_s=120)  # a child that dies without a result
+    assert gone["failed"].startswith("gone: exit code -6")  # SIGABRT: no result, no traceback
+    good = run_step("good", "chunker.run.timing:steady_rate", {"arrivals": [[0, 10], [1, 10], [3, 10], [4, 10]]},
+                    tmp_path, timeout_s=120)
+    assert good["result"] == 7.5 and good["step_wall_s"] > 0
+
+
+def test_copies_have_their_own_bytes_and_the_same_pages(tmp_path: Path) -> None:
+    import hashlib
+
+    import pypdfium2 as pdfium
+
+    from chunker.eval.synthetic import write_document
+    from jobs.bench.corpus import copies
+
+    src = tmp_path / "src"
+    write_document(src / "a.pdf", 3, seed=1)
+    paths = copies(tmp_path / "x", 3, source=src)
+    assert len({hashlib.sha256(p.read_bytes()).hexdigest() for p in paths}) == 3
+    texts = set()
+    for p in paths:
+        pdf = pdfium.PdfDocument(str(p))
+        texts.add(tuple(page.get_textpage().get_text_range() for page in pdf))
+        pdf.close()
+    assert len(texts) == 1 and len(next(iter(texts))) == 3
+
+
+def test_naive_windows_overlap_and_cover_the_text() -> None:
+    from jobs.bench.naive import windows
+
+    text = "".join(chr(97 + i % 26) for i in range(2500))
+    w = windows(text, 1000, 200)
+    assert [len(x) for x in w] == [1000, 1000, 900] and w[1].startswith(text[800:810])
+    assert windows("   ") == []
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_benchmark_runs_every_step_as_the_command_does(tmp_path: Path) -> None:
+    """`python -m jobs.benchmark` with its end-to-end step, in this one process as the command runs it: the stage
+    costs open Milvus Lite and load models before the end-to-end step starts Ray (which once timed out here, after
+    Milvus Lite's gRPC client had started in the same process), and the naive pipeline runs beside ours."""
+    from jobs.benchmark import main
+
+    out = tmp_path / "bench"
+    assert main(["--tiny", "--output", str(out)]) == 0
+    rep = json.loads((out / "report.json").read_text())
+    st = rep["stages"]
+    assert "stage_costs_failed" not in st and st["milvus_rows_per_s"] > 0 and st["embed_chunks_per_s"] > 0
+    assert {"torch", "onnx-int8"} <= set(st["embedding"]["backends"])
+    rows = {r["name"]: r for r in st["end_to_end"]["rows"]}
+    assert set(rows) == {"ours", "naive-onnx-int8", "naive-torch"}
+    for name, row in rows.items():
+        assert "failed" not in row, (name, row)
+        assert row["pages"] == rows["ours"]["pages"] > 0 and row["collection_rows"] == row["chunks"] > 0
+    t = rows["ours"]["timing"]
+    assert set(t["worker_s"]) == {"intake", "convert", "plan", "embed", "write"} and t["worker_s"]["embed"] > 0
+    assert {"ray_init", "store_open", "load"} <= set(t["driver_steps_s"])
+    md = (out / "report.md").read_text()
+    assert "End to end" in md and "Where our time went" in md and "Embedding backends" in md
+    assert (out / "end_to_end.png").stat().st_size > 1000

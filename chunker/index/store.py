@@ -335,8 +335,16 @@ class ChunkStore:
             PROP_SCHEMA_VERSION: str(SCHEMA_VERSION), PROP_DIM: str(self.dim), PROP_ANALYZER: self.cfg.analyzer,
         }
         try:
-            c.create_collection(self.collection, schema=schema, index_params=index, properties=properties,
-                                timeout=self.cfg.write_timeout_s)
+            if self.lite:
+                # pymilvus waits for each index with AllocTimestamp + a 0.5 s poll, and Lite does not implement
+                # AllocTimestamp (an ERROR traceback per index from its in-process server, ~0.5 s each):
+                # Lite builds indexes itself as segments seal, so create them without waiting.
+                c.create_collection(self.collection, schema=schema, properties=properties,
+                                    timeout=self.cfg.write_timeout_s)
+                c.create_index(self.collection, index, timeout=self.cfg.write_timeout_s, sync=False)
+            else:
+                c.create_collection(self.collection, schema=schema, index_params=index, properties=properties,
+                                    timeout=self.cfg.write_timeout_s)
         except ImportError as exc:  # Lite builds the jieba tokenizer at creation
             raise StoreError(f"analyzer {self.cfg.analyzer!r} needs an extra package: {exc} (pip install jieba)") from None
 

@@ -49,10 +49,16 @@ def manifest_batch(batch: dict[str, Any], base_uri: str) -> dict[str, list[Any]]
     return {k: [r[k] for r in out] for k in COLUMNS}
 
 
-def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> list[str]:
+class Listing(list[str]):
+    """The listing parts' URIs, and how many inputs they hold (the progress line's total)."""
+
+    entries: int = 0
+
+
+def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> Listing:
     """Stream the inputs into JSONL parts of ``listing_block`` entries; returns the parts' URIs (none: no input)."""
     runstore.clear(LISTING)  # a listing is per run: no stale parts
-    parts: list[str] = []
+    parts = Listing()
     block: list[str] = []
 
     def flush() -> None:
@@ -66,6 +72,7 @@ def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> list[str]
         if not f.matched:
             entry["unmatched"] = True
         block.append(json.dumps(entry))  # ASCII: a name's undecodable bytes travel as \udcXX escapes
+        parts.entries += 1
         if len(block) >= cfg.intake.listing_block:
             flush()
     if block:

@@ -8,9 +8,10 @@ as ASCII JSON (a lone surrogate from a broken PDF is escaped, never an Arrow err
 Which stage adds what:
 
 =========  ===========================================================================
-intake     ``doc``, ``job`` (none for a document that failed or was skipped), ``pdf_uri``, ``source_version``
-convert    ``batches``, ``convert_s``, ``tokens``; or ``facts`` of a failed segment
-plan       ``facts``, ``chunks``, ``plan_ms``; ``batches`` dropped (persisted already)
+intake     ``doc``, ``job`` (none for a document that failed or was skipped), ``pdf_uri``, ``source_version``,
+           ``intake_s`` (on the document's first row)
+convert    ``batches``, ``convert_s``, ``tokens``; or ``facts`` of a failed segment; ``write_s``
+plan       ``facts``, ``chunks``, ``plan_ms``; ``batches`` dropped (persisted already); ``write_s`` grows
 embed      ``vectors``, ``embed_s``
 =========  ===========================================================================
 """
@@ -28,7 +29,7 @@ from chunker.run.verdict import SegmentFacts
 from chunker.types import Chunk, ConvertedBatch, DocumentRecord, Problem, SegmentJob, Status
 
 COLUMNS = ("doc", "job", "pdf_uri", "source_version", "batches", "facts", "chunks", "vectors", "dim", "convert_s", "plan_ms",
-           "embed_s", "tokens")
+           "embed_s", "tokens", "intake_s", "write_s")
 
 
 @dataclass
@@ -45,6 +46,8 @@ class SegmentRow:
     plan_ms: float = 0.0
     embed_s: float = 0.0
     tokens: int = 0
+    intake_s: float = 0.0  # fetch, hash, page count and segment plan of the document (first segment's row only)
+    write_s: float = 0.0  # run-folder writes of this segment in the stages (Parquet parts, attempt markers)
 
     @property
     def active(self) -> bool:
@@ -54,6 +57,11 @@ class SegmentRow:
     @property
     def pages(self) -> int:
         return 0 if self.job is None else self.job.page_end - self.job.page_start + 1
+
+    def worker_seconds(self) -> dict[str, float]:
+        """Seconds each stage spent on this row (see :mod:`chunker.run.timing`)."""
+        return {"intake": self.intake_s, "convert": self.convert_s, "plan": self.plan_ms / 1000,
+                "embed": self.embed_s, "write": self.write_s}
 
     def fail(self, problem: Problem) -> None:
         """Mark this segment failed at the current stage (the document's verdict decides what that means)."""
@@ -77,6 +85,8 @@ class SegmentRow:
             "plan_ms": float(self.plan_ms),
             "embed_s": float(self.embed_s),
             "tokens": int(self.tokens),
+            "intake_s": float(self.intake_s),
+            "write_s": float(self.write_s),
         }
 
     @classmethod
@@ -103,6 +113,8 @@ class SegmentRow:
             plan_ms=float(row["plan_ms"]),
             embed_s=float(row["embed_s"]),
             tokens=int(row["tokens"]),
+            intake_s=float(row["intake_s"]),
+            write_s=float(row["write_s"]),
         )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -33,6 +34,7 @@ from chunker.run.ledger import Ledger
 from chunker.run.rows import SegmentRow
 from chunker.run.segment import problem_of
 from chunker.run.verdict import SegmentFacts, write_verdict
+from chunker.run.timing import RunTiming
 from chunker.schemas import DOCUMENT, document_row, to_table
 from chunker.types import Problem, Stage, Status, safe_text
 
@@ -81,7 +83,7 @@ class Totals:
 class Writer:
     def __init__(self, store: Any, sink: ChunkSink, ledger: Ledger | None, runstore: RunStore, cfg_hash: str,
                  max_fallback_share: float, commit_rows: int, commit_interval_s: float,
-                 progress: ProgressSink | None = None) -> None:
+                 progress: ProgressSink | None = None, timing: RunTiming | None = None) -> None:
         self.store = store
         self.sink = sink
         self.ledger = ledger
@@ -90,6 +92,7 @@ class Writer:
         self.commit_rows = commit_rows
         self.commit_interval_s = commit_interval_s
         self.progress = progress or NoProgress()
+        self.timing = timing  # the driver's own steps: Milvus load, deletes, ledger and status writes
         self.assembler = Assembler(max_fallback_share)
         self.waiting: list[DocumentOutcome] = []  # complete in the pipeline, chunks not yet committed
         self.doc_rows: list[dict[str, Any]] = []
@@ -149,8 +152,12 @@ class Writer:
         else:
             self.close(outcome)
 
+    def _step(self, name: str) -> AbstractContextManager[None]:
+        return self.timing.step(name) if self.timing is not None else nullcontext()
+
     def commit(self) -> None:
-        self.sink.commit()
+        with self._step("load"):
+            self.sink.commit()
         for key, reason in self.sink.take_refused().items():
             self.write_failed[key] = Problem(Stage.WRITE, "store_refused", f"the store refused its chunks: {reason}")
         self.last_commit = time.monotonic()
@@ -160,12 +167,14 @@ class Writer:
         # once the new chunks are committed, before any ledger entry says the document is done.
         replacing = [o for o in written if o.replaces_old]
         if replacing:
-            self.store.delete_stale([(o.record.source_uri, o.record.doc_id, o.chunk_ids) for o in replacing])
-        for outcome in waiting:
-            if outcome.key in self.write_failed:
-                self._close_failed(outcome, self.write_failed.pop(outcome.key))
-            else:
-                self.close(outcome)
+            with self._step("delete_stale"):
+                self.store.delete_stale([(o.record.source_uri, o.record.doc_id, o.chunk_ids) for o in replacing])
+        with self._step("ledger_and_status"):
+            for outcome in waiting:
+                if outcome.key in self.write_failed:
+                    self._close_failed(outcome, self.write_failed.pop(outcome.key))
+                else:
+                    self.close(outcome)
 
     def _close_failed(self, outcome: DocumentOutcome, problem: Problem) -> None:
         """Close a document the write stage failed: what of it got into the store goes (``failed`` means nothing

@@ -24,8 +24,7 @@ from typing import Any
 import numpy as np
 
 from chunker.config import ConfigError, EmbedConfig, load_config
-
-CLOUDWAY = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rag-multi-corpus-cloudway" / "pdf"
+from jobs.bench.corpus import CLOUDWAY
 QUERY = "How do I rotate an API key without downtime?"
 
 
@@ -110,6 +109,22 @@ def bench_embed(cfg: EmbedConfig, backends: list[str], passages: list[str], repe
             out["backends"][name]["cos_to_torch_min"] = round(float(cos.min()), 4)
             out["backends"][name]["cos_to_torch_mean"] = round(float(cos.mean()), 4)
     return out
+
+
+def embed_step(embed: dict[str, Any], backends: list[str], passages: int = 600, tokens: int = 120,
+               repeats: int = 3, query_runs: int = 50) -> dict[str, Any]:
+    """:func:`bench_embed` on :func:`make_passages`, for the benchmark report (run in a process of its own)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    cfg = EmbedConfig.model_validate(embed)
+    texts = make_passages(cfg, passages, tokens)
+    from transformers import AutoTokenizer
+
+    from chunker.index.embed import resolve_model_path
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_path(cfg.model))
+    result = bench_embed(cfg, backends, texts, repeats, query_runs)
+    result["mean_tokens"] = round(float(np.mean([len(ids) for ids in tok(texts)["input_ids"]])), 1)
+    return result
 
 
 def render(result: dict[str, Any], mean_tokens: float | None = None) -> str:

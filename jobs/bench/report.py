@@ -50,18 +50,10 @@ def markdown(rep: dict[str, Any]) -> str:
         lines += [f"| {k} | {d[k]['pages']} | {d[k]['segments']} | {d[k]['engine_s']} | {d[k]['pages_per_s']} |"
                   for k in ("long", "short")]
         lines += ["", f"Ratio long/short wall time: **{d['ratio']}x**", ""]
+    if "experiments_failed" in rep:
+        lines += ["## (a)-(d) simulated engines", "", f"**failed**: {rep['experiments_failed']}", ""]
     if "stages" in rep:
-        s = rep["stages"]
-        lines += ["## (e) CPU stages", "", f"Target: {TARGETS['stages']}", "", f"Input: {s['input']}, "
-                  f"{s['pages']} pages, {s['chunks']} chunks.", "", "| stage | ms/page |", "| --- | --- |"]
-        lines += [f"| {k} | {v} |" for k, v in s["ms_per_page"].items()]
-        lines += [f"| render+encode+parse+plan | **{s['render_encode_parse_plan_ms']}** |", ""]
-        for k in ("embed_chunks_per_s", "milvus_rows_per_s"):
-            if k in s:
-                lines.append(f"- {k}: {s[k]}")
-        if "end_to_end" in s:
-            lines.append(f"- end to end (jobs.ingest.run_ingest): {json.dumps(s['end_to_end'])}")
-        lines.append("")
+        lines += stages_markdown(rep["stages"])
     if "real" in rep:
         lines += ["## Real engines", "", "```", json.dumps(rep["real"], indent=2), "```", ""]
     if "gpu_estimate" in rep:
@@ -69,6 +61,73 @@ def markdown(rep: dict[str, Any]) -> str:
 
         lines += gpu_estimate_markdown(rep["gpu_estimate"])
     return "\n".join(lines)
+
+
+def stages_markdown(s: dict[str, Any]) -> list[str]:
+    lines = ["## (e) CPU stages", "", f"Target: {TARGETS['stages']}", ""]
+    if "failed" in s:
+        return lines + [f"**failed**: {s['failed']}", ""]
+    lines += [f"Load average (1/5/15 min) at the start {s.get('load_avg_start')}, at the end {s.get('load_avg_end')}.",
+              ""]
+    if "stage_costs_failed" in s:
+        lines += [f"Stage costs **failed**: {s['stage_costs_failed']['failed']} (log: {s['stage_costs_failed'].get('log')})",
+                  ""]
+    else:
+        lines += [f"Input: {s['input']}, {s['pages']} pages, {s['chunks']} chunks; each stage alone on one core.", "",
+                  "| stage | ms/page |", "| --- | --- |"]
+        lines += [f"| {k} | {v} |" for k, v in s["ms_per_page"].items()]
+        lines += [f"| render+encode+parse+plan | **{s['render_encode_parse_plan_ms']}** |", ""]
+        for k in ("embed_chunks_per_s", "milvus_rows_per_s"):
+            if k in s:
+                lines.append(f"- {k}: {s[k]}")
+        lines.append("")
+    if "embedding" in s:
+        e = s["embedding"]
+        lines += ["### Embedding backends (jobs.bench.embed)", ""]
+        if "failed" in e:
+            lines += [f"**failed**: {e['failed']} (log: {e.get('log')})", ""]
+        else:
+            from jobs.bench.embed import render
+
+            lines += [render(e, e.get("mean_tokens")), ""]
+    if "end_to_end" in s:
+        lines += e2e_markdown(s["end_to_end"])
+    return lines
+
+
+def e2e_markdown(runs: dict[str, Any]) -> list[str]:
+    """Ours beside the naive pipeline, whole run and steady, and where our time went."""
+    lines = ["### End to end: our ingest beside the naive pipeline, same corpus, same machine, one after the other",
+             "", f"Corpus: {runs['corpus']}, {runs['documents']} files. *Process* = the whole process timed (interpreter, "
+             "imports, Ray start and shutdown included: what a user waits for); *run* = inside the job's function; "
+             "*steady* = pages/s between 10 % and 90 % of pages reaching the driver.", "",
+             "| pipeline | pages | chunks | mean chunk chars | process s | process pages/s | run s | run pages/s | "
+             "steady pages/s | load avg before / after |", "|" + " --- |" * 10]
+    for r in runs["rows"]:
+        if "failed" in r:
+            lines.append(f"| {r['name']} | **failed**: {r['failed']} | | | | | | | | |")
+            continue
+        t = r.get("timing", {})
+        lines.append(
+            f"| {r.get('pipeline', r['name'])} | {r['pages']} | {r['chunks']} | {r.get('mean_chunk_chars', '')} | "
+            f"{r['step_wall_s']} | **{r['process_pages_per_s']}** | {r['seconds']} | {r['pages_per_s']} | "
+            f"{t.get('steady_pages_per_s', '-')} | {r['load_avg_before'][0]} / {r['load_avg_after'][0]} |")
+    ours = next((r for r in runs["rows"] if r["name"] == "ours" and "failed" not in r), None)
+    if ours and ours.get("timing"):
+        t = ours["timing"]
+        lines += ["", "Where our time went: driver steps are wall seconds of the driver, in order; worker seconds are "
+                  "summed over segments inside each stage's workers (stages overlap, so they can add up to more "
+                  "than the run).", "",
+                  f"- first segment at the driver after {t.get('first_segment_s')} s (start-up: listing, Ray, "
+                  f"actors and model loads, the first conversion), last at {t.get('last_segment_s')} s, run "
+                  f"{t.get('whole_s')} s",
+                  "- driver steps s: " + ", ".join(f"{k} {v}" for k, v in t.get("driver_steps_s", {}).items()),
+                  "- worker s: " + ", ".join(f"{k} {v}" for k, v in t.get("worker_s", {}).items()), ""]
+    for r in runs["rows"]:
+        if r["name"].startswith("naive") and "steps_s" in r:
+            lines.append(f"- {r['name']} steps s: " + ", ".join(f"{k} {v}" for k, v in r["steps_s"].items()))
+    lines.append("")
+    return lines
 
 
 def plots(rep: dict[str, Any], out: Path) -> list[str]:
@@ -94,12 +153,24 @@ def plots(rep: dict[str, Any], out: Path) -> list[str]:
         ax.set(xlabel="document length (pages)", ylabel="engine seconds per page", title="Per-page time vs length")
         ax.legend()
         made.append(_save(fig, out / "per_page_vs_length.png"))
-    if "stages" in rep:
+    if "ms_per_page" in rep.get("stages", {}):
         fig, ax = plt.subplots(figsize=(5, 3.5))
         ms = rep["stages"]["ms_per_page"]
         ax.barh(list(ms), list(ms.values()))
         ax.set(xlabel="ms per page (one core)", title="CPU cost per stage")
         made.append(_save(fig, out / "stage_cost.png"))
+    rows = [r for r in rep.get("stages", {}).get("end_to_end", {}).get("rows", []) if "failed" not in r]
+    if rows:
+        fig, ax = plt.subplots(figsize=(5.5, 3.5))
+        names = [r["name"] for r in rows]
+        ys = range(len(rows))
+        ax.barh([y + 0.2 for y in ys], [r["process_pages_per_s"] for r in rows], height=0.4, label="whole process")
+        ax.barh([y - 0.2 for y in ys], [r.get("timing", {}).get("steady_pages_per_s", 0) for r in rows], height=0.4,
+                label="steady (ours)")
+        ax.set_yticks(list(ys), names)
+        ax.set(xlabel="pages / s", title="End to end, same corpus")
+        ax.legend()
+        made.append(_save(fig, out / "end_to_end.png"))
     return made
 
 

@@ -1,7 +1,8 @@
 """CPU-stage experiment of the benchmark: cost per page of each CPU stage, and end-to-end ``run_ingest`` pages/s.
 
-Every stage runs alone, one after the other, in this process, so each figure is the cost of that stage on one core
-(pdfium and the Python stages are single-threaded here).
+Every stage runs alone, one after the other, in one process, so each figure is the cost of that stage on one core
+(pdfium and the Python stages are single-threaded here). The ``*_step`` functions are what the benchmark runs, each in
+a process of its own (:mod:`jobs.bench.isolate`): they take and return JSON values.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from chunker.intake.segments import plan_segments
 from chunker.contract import parse_batches
 from chunker.plan.deterministic import build_chunks, plan
 from chunker.convert.render import RenderedDocument
-
-CLOUDWAY = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "rag-multi-corpus-cloudway" / "pdf"
 
 
 def _ms(seconds: float, pages: int) -> float:
@@ -121,7 +120,28 @@ def end_to_end(cfg: Config, input_dir: Path, workdir: Path) -> dict[str, Any]:
         summary = run_ingest(cfg, str(input_dir), str(out))
     finally:
         ray.shutdown()
-    return {"input": str(input_dir.resolve()), "documents": summary.documents, "pages": summary.pages,
-            "chunks": summary.chunks, "seconds": summary.seconds, "pages_per_s": summary.pages_per_s,
-            "failed": summary.failed, "wall_with_shutdown_s": round(time.perf_counter() - t0, 2)}
+    shutil.rmtree(cfg.milvus.uri, ignore_errors=True)
+    return {"pipeline": "ours (jobs.ingest)", "input": str(input_dir.resolve()), "documents": summary.documents,
+            "pages": summary.pages, "chunks": summary.chunks, "collection_rows": summary.collection_rows,
+            "seconds": summary.seconds, "pages_per_s": summary.pages_per_s, "failed_documents": summary.failed,
+            "partial": summary.partial, "timing": summary.timing,
+            "settings": {k: v for k, v in summary.settings.items() if k.startswith(("ray.", "embed."))},
+            "wall_with_shutdown_s": round(time.perf_counter() - t0, 2)}
 
+
+def stage_costs_step(cfg: dict[str, Any], paths: list[str], embed: bool, milvus: bool,
+                     embed_sample: int) -> dict[str, Any]:
+    return stage_costs(Config.model_validate(cfg), paths, embed=embed, milvus=milvus, embed_sample=embed_sample)
+
+
+def end_to_end_step(cfg: dict[str, Any], input_dir: str, workdir: str) -> dict[str, Any]:
+    return end_to_end(Config.model_validate(cfg), Path(input_dir), Path(workdir))
+
+
+def prepare_step(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The embedder's ONNX export, made before anything is timed (a first run on a fresh machine builds it once)."""
+    from chunker.index.embed import Embedder
+
+    t0 = time.perf_counter()
+    backend = Embedder.prepare(Config.model_validate(cfg).embed)
+    return {"backend": backend, "seconds": round(time.perf_counter() - t0, 2)}

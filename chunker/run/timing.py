@@ -1,0 +1,89 @@
+"""Where a run's time goes: the driver's own steps, the seconds spent inside each stage's workers, and the pace at
+which segments reach the driver (whole-run against steady rate).
+
+Three kinds of figure, kept apart because they do not add up to one another:
+
+* driver steps (``listing``, ``ray_init``, ``store_open``, ``load`` into Milvus, ``finish`` ...): wall seconds of
+  the driver's thread, in order; the pipeline runs in Ray while the driver waits for rows, so waiting is not a step;
+* worker seconds (``intake``, ``convert``, ``plan``, ``embed``, ``write``): summed over every segment from the
+  timings each row carries (:mod:`chunker.run.rows`); stages overlap and run side by side, so their sum can exceed
+  the wall time, and a stage's share of it says where the CPU went;
+* arrivals: when each segment reached the driver. The first one ends the start-up (Ray, actors, model loads, the
+  first conversion); the steady rate is the pace between 10 % and 90 % of the pages, start-up and tail excluded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+WORKER_STAGES = ("intake", "convert", "plan", "embed", "write")
+
+
+@dataclass
+class RunTiming:
+    t0: float = field(default_factory=time.perf_counter)
+    steps: dict[str, float] = field(default_factory=dict)
+    workers: dict[str, float] = field(default_factory=lambda: dict.fromkeys(WORKER_STAGES, 0.0))
+    arrivals: list[tuple[float, int]] = field(default_factory=list)  # (seconds since t0, pages of the segment)
+
+    def now(self) -> float:
+        return time.perf_counter() - self.t0
+
+    @contextmanager
+    def step(self, name: str) -> Iterator[None]:
+        """Adds the wall time of the block to driver step ``name`` (a step may run several times)."""
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.steps[name] = self.steps.get(name, 0.0) + time.perf_counter() - t
+
+    def segment(self, pages: int, worker_s: dict[str, float]) -> None:
+        """A segment reached the driver, with the seconds each stage spent on it."""
+        self.arrivals.append((self.now(), pages))
+        for k, v in worker_s.items():
+            self.workers[k] = self.workers.get(k, 0.0) + v
+
+    def report(self) -> dict[str, Any]:
+        total = self.now()
+        out: dict[str, Any] = {
+            "whole_s": round(total, 2),
+            "driver_steps_s": {k: round(v, 2) for k, v in self.steps.items()},
+            "worker_s": {k: round(v, 2) for k, v in self.workers.items()},
+        }
+        pages = sum(p for _, p in self.arrivals)
+        if self.arrivals:
+            out["first_segment_s"] = round(self.arrivals[0][0], 2)
+            out["last_segment_s"] = round(self.arrivals[-1][0], 2)
+        steady = steady_rate(self.arrivals)
+        if steady is not None:
+            out["steady_pages_per_s"] = steady
+        out["whole_pages_per_s"] = round(pages / total, 3) if total else 0.0
+        return out
+
+
+def steady_rate(arrivals: list[tuple[float, int]], lo: float = 0.1, hi: float = 0.9,
+                min_span_s: float = 1.0) -> float | None:
+    """Pages per second between the arrival that brought the total past ``lo`` of all pages and the one that brought
+    it past ``hi`` (the pages of the later one counted, not those of the earlier); None when that span is shorter
+    than ``min_span_s`` (a handful of segments arriving together has no steady state)."""
+    total = sum(p for _, p in arrivals)
+    if total <= 0:
+        return None
+    seen, t_lo, t_hi, pages = 0, None, None, 0
+    for t, p in arrivals:
+        seen += p
+        if t_lo is None:
+            if seen >= lo * total:
+                t_lo, base = t, seen
+            continue
+        if t_hi is None and seen >= hi * total:
+            t_hi, pages = t, seen - base
+            break
+    if t_lo is None or t_hi is None or t_hi - t_lo < min_span_s:
+        return None
+    return round(pages / (t_hi - t_lo), 3)
