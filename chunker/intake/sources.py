@@ -16,6 +16,7 @@ import fnmatch
 import hashlib
 import os
 import re
+import uuid
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
@@ -246,7 +247,8 @@ def upload(local: Path, uri: str) -> str:
     local = isinstance(fs, pafs.LocalFileSystem)
     if local:  # object storage has no folders to make (create_dir would put a marker object per level)
         fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-    tmp = path + ".tmp" if local else path
+    # A name of its own per writer: two inputs with the same bytes upload to the same doc_id at the same moment.
+    tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp" if local else path
     with open(local, "rb") as src, fs.open_output_stream(tmp) as out:
         while block := src.read(_BLOCK):
             out.write(block)

@@ -22,6 +22,8 @@ multipart upload when large), with no folder-marker objects or existence checks 
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from typing import Any
 
 import pyarrow as pa
@@ -110,7 +112,9 @@ class RunStore:
         if not self.local:
             pq.write_table(table, target, filesystem=self.fs)
             return target
-        tmp = f"{target}.tmp"
+        # A name of its own per writer: two files with the same bytes share a doc_id and so a segment key, and their
+        # conversions may write it at the same moment; each rename then lands whole (same content either way).
+        tmp = f"{target}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
         pq.write_table(table, tmp, filesystem=self.fs)
         self.fs.move(tmp, target)
         return target
