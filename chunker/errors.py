@@ -37,6 +37,18 @@ class DocumentError(ChunkerError):
         return (_document_error, (type(self), str(self), self.stage, self.code))
 
 
+class StoreError(ChunkerError):
+    """The vector store cannot be used as configured; the message says what to do."""
+
+
+class StoreUnavailable(StoreError, SetupError):
+    """The Milvus server (or the Lite data directory) cannot be reached or opened."""
+
+
+class SchemaMismatch(StoreError, SetupError):
+    """An existing collection was built with another schema version or embedding dimension."""
+
+
 def _document_error(cls: type[DocumentError], message: str, stage: Stage, code: str) -> DocumentError:
     return cls(message, stage=stage, code=code)
 

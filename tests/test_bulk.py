@@ -113,7 +113,7 @@ def test_bulk_writer_files_match_the_collection_schema(tmp_path):
     with ChunkStore(cfg, DIM) as store:
         ops = PymilvusBulkOps(store, cfg, str(tmp_path / "bulk"))
         chunks, vecs = _chunks(30)
-        from chunker.index.store import chunk_row
+        from chunker.index.collection import chunk_row
 
         files = ops.write_files([chunk_row(c, v) for c, v in zip(chunks, vecs)])
         desc = store.client.describe_collection(store.collection)

@@ -220,7 +220,8 @@ def test_bulk_writer_parquet_files_land_in_the_bulk_bucket(s3, tmp_path, monkeyp
     import tempfile
 
     from chunker.index.bulk import PymilvusBulkOps
-    from chunker.index.store import ChunkStore, chunk_row
+    from chunker.index.collection import chunk_row
+    from chunker.index.store import ChunkStore
 
     server, bucket = s3
     staging = tmp_path / "tmp"

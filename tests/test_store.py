@@ -18,9 +18,8 @@ from pydantic import ValidationError
 
 from chunker.config import MilvusConfig
 from chunker.index.filters import FilterError, QueryFilters, build_filter, escape_like, render_filter
-from chunker.index.store import (
-    ChunkStore, SchemaMismatch, StoreError, StoreUnavailable, analyzer_params, chunk_row,
-)
+from chunker.index.collection import analyzer_params, chunk_row
+from chunker.index.store import ChunkStore, SchemaMismatch, StoreError, StoreUnavailable
 from chunker.types import Chunk
 
 DIM = 8
@@ -151,10 +150,10 @@ def test_scalar_indexes_on_the_delete_keys(store: ChunkStore) -> None:
 
 
 def test_collections_without_scalar_indexes_get_them_on_open(lite_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from chunker.index import store as store_mod
+    from chunker.index import collection
 
     cfg = MilvusConfig(uri=str(lite_root / "store.db"))
-    monkeypatch.setattr(store_mod, "SCALAR_INDEXED", ())  # a collection made before the indexes existed
+    monkeypatch.setattr(collection, "SCALAR_INDEXED", ())  # a collection made before the indexes existed
     with ChunkStore(cfg, DIM, collection="t_late_index") as s:
         assert not {"doc_id", "source_uri"} & set(s.client.list_indexes(s.collection))
     monkeypatch.undo()
@@ -496,7 +495,7 @@ def test_a_frozen_server_fails_within_the_call_timeout(lite_server: tuple[str, s
 
 
 def test_bm25_text_has_the_file_name_and_the_breadcrumb_once() -> None:
-    from chunker.index.store import search_text, source_words
+    from chunker.index.collection import search_text, source_words
 
     c = Chunk(chunk_id="x", doc_id="d", element_ids=["d:1"], text="Notes > Debt\n\nTotal debt $49,046.",
               breadcrumb="Notes > Debt", page_start=3, page_end=3, modality="table", planner="p", config_hash="h",

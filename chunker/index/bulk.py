@@ -230,7 +230,7 @@ class ChunkSink:
         return self._bulk  # type: ignore[return-value]
 
     def _bulk_load(self, chunks: list[Chunk], vecs: np.ndarray) -> None:
-        from chunker.index.store import chunk_row
+        from chunker.index.collection import chunk_row
 
         ops = self._ops()
         # Last row wins for a repeated ID, as with upserts.

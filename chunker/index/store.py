@@ -9,124 +9,29 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 
 from chunker.config import SERVER_ONLY_INDEX_TYPES, MilvusConfig
-from chunker.errors import ChunkerError, SetupError
+from chunker.errors import SchemaMismatch, StoreError, StoreUnavailable
+from chunker.index.collection import (
+    PROP_SCHEMA_VERSION, ROW_FIELDS, SCHEMA_VERSION, VARCHAR_SIZES, chunk_row,
+    clip_utf8, create_collection, ensure_scalar_indexes,
+)
 from chunker.index.filters import render_filter
-from chunker.index.params import index_build_params, index_search_params
-from chunker.types import Chunk, safe_text
+from chunker.index.params import index_search_params
+from chunker.types import Chunk
 
-SCHEMA_VERSION = 1
-PROP_SCHEMA_VERSION = "chunker.schema_version"
-PROP_DIM = "chunker.dim"
-PROP_ANALYZER = "chunker.analyzer"
-MAX_VARCHAR = 65535  # Milvus' cap on VARCHAR max_length (bytes)
 CONNECT_TIMEOUT_S = 10.0
-ROW_FIELDS = [
-    "chunk_id", "doc_id", "source", "source_uri", "breadcrumb", "text",
-    "page_start", "page_end", "modality", "planner", "config_hash", "element_ids",
-]
-SearchMode = Literal["dense", "sparse", "hybrid"]
-# Scalar indexes on the fields the writer deletes by: without them every delete expression scans every row.
-# INVERTED builds on VARCHAR on servers and on Milvus Lite 3.2 (measured), also on a collection already loaded.
-SCALAR_INDEXED = ("doc_id", "source_uri")
 DELETE_TERMS = 1000  # values per delete expression; long "in" lists make slow plans on the server
-_VARCHAR_SIZES = {"doc_id": 128, "source": 2048, "source_uri": 4096, "breadcrumb": 4096, "text": MAX_VARCHAR}
-
-# A short explicit stop list rather than Milvus' "_english_" alias: Milvus Lite reads stop words literally,
-# so only an explicit list behaves the same on Lite and on a server.
-_ENGLISH_STOP_WORDS = (
-    "a an and are as at be but by for if in into is it no not of on or such that the their then there these they "
-    "this to was will with what which how does do who when where why"
-).split()
-
-
-class StoreError(ChunkerError):
-    """The vector store cannot be used as configured; the message says what to do."""
-
-
-class StoreUnavailable(StoreError, SetupError):
-    """The Milvus server (or the Lite data directory) cannot be reached or opened."""
-
-
-class SchemaMismatch(StoreError, SetupError):
-    """An existing collection was built with another schema version or embedding dimension."""
-
+SearchMode = Literal["dense", "sparse", "hybrid"]
 
 def is_server_uri(uri: str) -> bool:
     return "://" in uri
-
-
-def analyzer_params(analyzer: str, lite: bool) -> dict[str, Any]:
-    """Milvus analyzer params for the configured analyzer name.
-
-    Written as custom analyzers (tokenizer + filters) because Milvus Lite only reads that form; a server
-    treats them exactly like its built-in analyzers of the same name.
-    """
-    if analyzer == "english":
-        return {
-            "tokenizer": "standard",
-            "filter": ["lowercase", {"type": "stemmer", "language": "english"},
-                       {"type": "stop", "stop_words": _ENGLISH_STOP_WORDS}],
-        }
-    if analyzer == "standard":
-        return {"tokenizer": "standard", "filter": ["lowercase"]}
-    if analyzer == "chinese":
-        return {"tokenizer": "jieba", "filter": ["cnalphanumonly"]}
-    if analyzer == "multilingual":
-        # Lite has no ICU tokenizer; its standard tokenizer is a Unicode \w+ splitter, the closest it offers.
-        if lite:
-            return {"tokenizer": "standard", "filter": ["lowercase"]}
-        return {"tokenizer": "icu", "filter": ["lowercase"]}
-    raise StoreError(f"unknown analyzer {analyzer!r}; known: english, standard, chinese, multilingual")
-
-
-def _clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
-    # VARCHAR limits count bytes; cut on a character boundary so the row is still valid UTF-8.
-    text = safe_text(text)
-    raw = text.encode("utf-8")
-    if len(raw) <= max_bytes:
-        return text
-    return raw[:max_bytes].decode("utf-8", errors="ignore")
-
-
-def source_words(source: str) -> str:
-    """A document's file name as words ("filings/BWH_QR_2024-06-30.pdf" -> "BWH QR 2024 06 30")."""
-    return re.sub(r"[\s_.\-]+", " ", PurePath(source).stem).strip() if source else ""
-
-
-def search_text(chunk: Chunk) -> str:
-    """What BM25 indexes: the document's file name, then the chunk text with its breadcrumb counted once (the
-    planner already starts the text with it; twice would let a word of the heading chain outweigh the same word in
-    the body). The file name is document-level context the chunk text often lacks: the issuer and period of a
-    filing, the model of a specification sheet, live on a cover page and in the name, not in a table's rows."""
-    crumb = chunk.breadcrumb.strip()
-    body = chunk.text if not crumb or chunk.text.startswith(crumb) else f"{crumb}\n{chunk.text}"
-    name = source_words(chunk.source)
-    return f"{name}\n{body}" if name else body
-
-
-def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
-    """The Milvus row of one chunk (the sparse vector is filled by the BM25 function)."""
-    return {
-        "chunk_id": chunk.chunk_id, "doc_id": chunk.doc_id,
-        "source": _clip_utf8(chunk.source, _VARCHAR_SIZES["source"]),
-        "source_uri": _clip_utf8(chunk.source_uri, _VARCHAR_SIZES["source_uri"]),
-        "breadcrumb": _clip_utf8(chunk.breadcrumb, _VARCHAR_SIZES["breadcrumb"]),
-        "text": _clip_utf8(chunk.text),
-        "search_text": _clip_utf8(search_text(chunk)),
-        "dense": np.asarray(vector, dtype=np.float32).tolist(),
-        "page_start": int(chunk.page_start), "page_end": int(chunk.page_end),
-        "modality": chunk.modality, "planner": chunk.planner, "config_hash": chunk.config_hash,
-        "element_ids": list(chunk.element_ids),
-    }
 
 
 def _lite_dir_locked(path: Path) -> bool:
@@ -266,10 +171,10 @@ class ChunkStore:
                 )
             self.index_type = self._built_index_type()
         else:
-            self._create_collection()
+            create_collection(self.client, self.collection, self.cfg, self.dim, self.lite)
         # Loading a large collection onto query nodes is slow: the write deadline, not the read one.
         self.client.load_collection(name, timeout=wt)
-        self._ensure_scalar_indexes()
+        ensure_scalar_indexes(self.client, self.collection, self.cfg)
 
     def _built_index_type(self) -> str:
         """The dense index the collection was built with (search parameters must fit it, not today's config)."""
@@ -283,70 +188,6 @@ class ChunkStore:
                 "collection %s has a %s index; milvus.index_type=%s applies only to new collections",
                 self.collection, built, self.cfg.index_type)
         return built
-
-    def _ensure_scalar_indexes(self) -> None:
-        """Collections made before the scalar indexes existed get them now; a store that refuses keeps working
-        (deletes then scan), so this only logs."""
-        from pymilvus.exceptions import MilvusException
-
-        have = set(self.client.list_indexes(self.collection, timeout=self.cfg.call_timeout_s))
-        missing = [f for f in SCALAR_INDEXED if f not in have]
-        if not missing:
-            return
-        params = self.client.prepare_index_params()
-        for name in missing:
-            params.add_index(name, index_type="INVERTED")
-        try:
-            self.client.create_index(self.collection, params, timeout=self.cfg.write_timeout_s)
-        except MilvusException as exc:
-            logging.getLogger(__name__).warning("collection %r: scalar indexes %s not built (%s); deletes by "
-                                                "document scan every row", self.collection, missing, exc)
-
-    def _create_collection(self) -> None:
-        from pymilvus import DataType, Function, FunctionType
-
-        c = self.client
-        schema = c.create_schema(auto_id=False, enable_dynamic_field=False, description="chunker chunks")
-        schema.add_field("chunk_id", DataType.VARCHAR, is_primary=True, max_length=256)
-        for name, size in _VARCHAR_SIZES.items():
-            schema.add_field(name, DataType.VARCHAR, max_length=size)
-        schema.add_field(
-            "search_text", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True,
-            analyzer_params=analyzer_params(self.cfg.analyzer, self.lite),
-        )
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=self.dim)
-        schema.add_field("page_start", DataType.INT64)
-        schema.add_field("page_end", DataType.INT64)
-        for name in ("modality", "planner", "config_hash"):
-            schema.add_field(name, DataType.VARCHAR, max_length=64)
-        schema.add_field("element_ids", DataType.JSON)
-        schema.add_function(Function(
-            name="search_text_bm25", function_type=FunctionType.BM25,
-            input_field_names=["search_text"], output_field_names=["sparse"],
-        ))
-        index = c.prepare_index_params()
-        index.add_index("dense", index_type=self.cfg.index_type, metric_type=self.cfg.metric,
-                        params=index_build_params(self.cfg))
-        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
-        for name in SCALAR_INDEXED:
-            index.add_index(name, index_type="INVERTED")
-        properties = {
-            PROP_SCHEMA_VERSION: str(SCHEMA_VERSION), PROP_DIM: str(self.dim), PROP_ANALYZER: self.cfg.analyzer,
-        }
-        try:
-            if self.lite:
-                # pymilvus waits for each index with AllocTimestamp + a 0.5 s poll, and Lite does not implement
-                # AllocTimestamp (an ERROR traceback per index from its in-process server, ~0.5 s each):
-                # Lite builds indexes itself as segments seal, so create them without waiting.
-                c.create_collection(self.collection, schema=schema, properties=properties,
-                                    timeout=self.cfg.write_timeout_s)
-                c.create_index(self.collection, index, timeout=self.cfg.write_timeout_s, sync=False)
-            else:
-                c.create_collection(self.collection, schema=schema, index_params=index, properties=properties,
-                                    timeout=self.cfg.write_timeout_s)
-        except ImportError as exc:  # Lite builds the jieba tokenizer at creation
-            raise StoreError(f"analyzer {self.cfg.analyzer!r} needs an extra package: {exc} (pip install jieba)") from None
 
     # ------------------------------------------------------------------ writes
 
@@ -420,7 +261,7 @@ class ChunkStore:
         return deleted
 
     def _delete_group(self, group: list[tuple[str, str, list[str] | None]]) -> int:
-        uris = sorted({_clip_utf8(u, _VARCHAR_SIZES["source_uri"]) for u, _, _ in group})
+        uris = sorted({clip_utf8(u, VARCHAR_SIZES["source_uri"]) for u, _, _ in group})
         ids = sorted({d for _, d, _ in group})
         expr = "(source_uri in {uris} and doc_id not in {ids})"
         params: dict[str, Any] = {"uris": uris, "ids": ids}

@@ -81,7 +81,8 @@ def load_collection(cfg: Config, n: int, dim: int, batch: int = 2000) -> float:
     Meant for a Milvus Lite path in a child process: in-process Lite inserts ran ~5x faster than through
     `milvus-lite server` (measured), and the child's exit releases the data-dir lock for the server.
     """
-    from chunker.index.store import ChunkStore, chunk_row
+    from chunker.index.collection import chunk_row
+    from chunker.index.store import ChunkStore
 
     rng = np.random.default_rng(11)
     vocab = vocabulary()
