@@ -16,8 +16,6 @@ import asyncio
 import json
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import threading
 import time
@@ -74,29 +72,10 @@ def _start_cluster(cluster_cls: type, attempts: int = 3):  # noqa: ANN202
 
 @pytest.fixture(scope="module")
 def milvus_uri(tmp_path_factory: pytest.TempPathFactory):
-    cli = Path(sys.executable).with_name("milvus-lite")
-    if not cli.exists():
-        pytest.skip("milvus-lite CLI not installed")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    data = tmp_path_factory.mktemp("milvus-srv")
-    proc = subprocess.Popen([str(cli), "server", "--data-dir", str(data), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.time() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    pytest.fail("milvus-lite server did not start")
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    from milvus_lite_server import lite_server
+
+    with lite_server(tmp_path_factory.mktemp("milvus-srv")) as (uri, _proc):
+        yield uri
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from typing import Any
 
 import pytest
+from milvus_lite_server import free_port  # tests/ is on sys.path under pytest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -31,17 +32,6 @@ CHUNKS: list[tuple[str, str, str, int, str]] = [
     ("c-diagram", "Manual > Overview", "Figure: exploded diagram of the pump housing showing the impeller and the seal.", 2, "figure"),
     ("c-cleaning", "Manual > Maintenance > Cleaning", "Clean the filter monthly with warm water; never use solvents on the seal.", 4, "text"),
 ]
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 _INDEX_SCRIPT = """
@@ -83,8 +73,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     db = str(tmp_path_factory.mktemp("serving") / "milvus.db")
     _index(db)
-    dead = _free_port()  # bound then released: nothing listens there
-    port = _free_port()
+    dead = free_port()  # bound then released: nothing listens there
+    port = free_port()
     old_auth = os.environ.get("RAY_AUTH_MODE")
     os.environ["RAY_AUTH_MODE"] = "disabled"
     # 4 logical CPUs on 2 cores: two replicas at 0.5 plus Serve's own actors fit without starving each other.
@@ -250,16 +240,12 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
 
     from serving.app import build_app
 
-    port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "milvus-lite")
-    server = subprocess.Popen([exe, "server", "--data-dir", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from milvus_lite_server import lite_server
+
+    stack = ExitStack()
+    uri, server = stack.enter_context(lite_server(tmp_path / "m"))
     try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert time.monotonic() < deadline, "milvus-lite server did not start"
-            time.sleep(0.2)
-        serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{port}"}), name="flaky", route_prefix="/flaky")
+        serve.run(build_app({"milvus.uri": uri}), name="flaky", route_prefix="/flaky")
         assert http.get("/flaky/readyz").status_code == 200
         ok = http.post("/flaky/v1/query", json={"query": "pump"})
         assert ok.status_code == 200 and ok.json()["hits"] == []  # an empty collection, created by the replica
@@ -270,9 +256,8 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
         assert r.json()["error"] == "store_unavailable"
         assert http.get("/flaky/readyz").status_code == 503
     finally:
-        if server.poll() is None:
-            server.kill()
         serve.delete("flaky")
+        stack.close()
 
 
 def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: Any) -> None:
@@ -284,17 +269,13 @@ def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: An
 
     from serving.app import STORE_RETRY_S, build_app
 
-    port = _free_port()
-    exe = os.path.join(os.path.dirname(sys.executable), "milvus-lite")
-    server = subprocess.Popen([exe, "server", "--data-dir", str(tmp_path / "m"), "--host", "127.0.0.1", "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from milvus_lite_server import lite_server
+
     timeout_s = 2.0
+    stack = ExitStack()
+    uri, server = stack.enter_context(lite_server(tmp_path / "m"))
     try:
-        deadline = time.monotonic() + 60
-        while not _listening(port):
-            assert time.monotonic() < deadline, "milvus-lite server did not start"
-            time.sleep(0.2)
-        serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{port}", "milvus.call_timeout_s": str(timeout_s)}),
+        serve.run(build_app({"milvus.uri": uri, "milvus.call_timeout_s": str(timeout_s)}),
                   name="frozen", route_prefix="/frozen")
         assert http.post("/frozen/v1/query", json={"query": "pump"}).status_code == 200
         os.kill(server.pid, signal.SIGSTOP)
@@ -319,9 +300,8 @@ def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: An
             assert time.monotonic() < deadline, r.text  # the same replica recovers once the server answers again
             time.sleep(0.5)
     finally:
-        if server.poll() is None:
-            server.kill()
         serve.delete("frozen")
+        stack.close()
 
 
 def test_serve_host_defaults_to_all_interfaces_on_a_cluster(monkeypatch) -> None:

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from milvus_lite_server import free_port  # tests/ is on sys.path under pytest
 from pydantic import ValidationError
 
 from chunker.config import MilvusConfig
@@ -341,12 +340,6 @@ def test_values_that_skip_validation_are_still_literals(filter_store: ChunkStore
 # --------------------------------------------------------------------------- servers
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def roundtrip(cfg: MilvusConfig) -> None:
     s = ChunkStore(cfg, DIM, collection="server_roundtrip")
     try:
@@ -373,31 +366,10 @@ def test_milvus_server_roundtrip() -> None:
 @pytest.fixture(scope="module")
 def lite_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, subprocess.Popen]]:
     """A `milvus-lite server` on a loopback port: a real gRPC Milvus endpoint that tests may also freeze."""
-    cli = Path(sys.executable).with_name("milvus-lite")
-    if not cli.exists() and not shutil.which("milvus-lite"):
-        pytest.skip("milvus-lite CLI not installed")
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(cli if cli.exists() else "milvus-lite"), "server", "--data-dir", str(tmp_path_factory.mktemp("srv")),
-         "--host", "127.0.0.1", "--port", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.time() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                if time.time() > deadline or proc.poll() is not None:
-                    pytest.fail("milvus-lite server did not start")
-                time.sleep(0.2)
-        yield f"http://127.0.0.1:{port}", proc
-    finally:
-        if proc.poll() is None:
-            os.kill(proc.pid, signal.SIGCONT)  # a test that froze it and failed must not leave it stopped
-            proc.terminate()
-            proc.wait(timeout=20)
+    from milvus_lite_server import lite_server as start
+
+    with start(tmp_path_factory.mktemp("srv")) as server:
+        yield server
 
 
 def test_lite_server_over_http(lite_server: tuple[str, subprocess.Popen]) -> None:
