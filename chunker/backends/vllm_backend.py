@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import gc
 import inspect
+import logging
 import math
 import uuid
 import weakref
@@ -49,6 +50,8 @@ from chunker.config import ModelConfig
 # ray.data.llm's engine stage keeps this many requests per engine slot in flight: enough queued that the
 # scheduler never waits for the next request, few enough that decoded page images do not pile up in memory.
 IN_FLIGHT_PER_SEQ = 1.25
+
+log = logging.getLogger("chunker.backends.vllm")
 
 
 def max_in_flight(max_num_seqs: int) -> int:
@@ -121,8 +124,18 @@ def check_device(device: str) -> None:
         )
 
 
-def start_engine(engine_args: dict[str, Any]) -> Any:
-    """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory)."""
+def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
+    """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory), started up to
+    ``attempts`` times.
+
+    The engine core is a process of its own; when it dies while starting (killed from outside, out of memory)
+    ``wait_for_engine_startup`` (vllm/v1/engine/utils.py) raises a plain ``RuntimeError``, and an exception from
+    an actor's constructor is a creation failure that Ray Core does not restart and that Ray Data, by default,
+    turns into the end of the whole run (``max_consecutive_actor_init_deaths`` 0:
+    ray/data/_internal/execution/operators/actor_pool_map_operator.py, ``_on_actor_init_death``). So the start is
+    tried again here, in the same process; what still fails after ``attempts`` is a setup error with one line.
+    Arguments that ``AsyncEngineArgs`` refuses are a defect: checked once, before the first start, never retried.
+    """
     from vllm import AsyncEngineArgs
 
     try:  # the v1 engine; AsyncLLMEngine is an alias of it in recent releases
@@ -135,12 +148,22 @@ def start_engine(engine_args: dict[str, Any]) -> Any:
         from vllm.config import StructuredOutputsConfig
 
         engine_args["structured_outputs_config"] = StructuredOutputsConfig(**structured)
-    try:
-        return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
-    except Exception as exc:
-        if is_engine_dead(exc):
-            raise BackendUnavailable(f"vLLM could not start {engine_args['model']}: {exc}") from exc
-        raise
+    AsyncEngineArgs(**engine_args)
+    for attempt in range(1, attempts + 1):
+        try:
+            # Fresh arguments each time: building the engine config fills some of them in.
+            return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
+        except Exception as exc:
+            what = f"{type(exc).__name__}: {exc}"
+            if attempt < attempts:
+                log.warning("vLLM engine start %d of %d for %s failed (%s); starting it again", attempt, attempts,
+                            engine_args["model"], what)
+                del exc
+                gc.collect()  # let the failed client's sockets and shared memory go before the next start
+                continue
+            tries = f" ({attempts} attempts)" if attempts > 1 else ""
+            raise BackendUnavailable(f"vLLM could not start {engine_args['model']}{tries}: {what}") from exc
+    raise AssertionError("unreachable: attempts >= 1")
 
 
 # Grace for the engine core to exit after SIGTERM before vLLM kills it (vLLM's own default is 5 s, which a busy
@@ -220,7 +243,7 @@ class VllmBackend:
             )
             self.engine_args = build_engine_args(cfg, model_dir, max_images=max_images, mm_kwargs=mm_kwargs)
             # Straight into the attribute: a local would keep the engine alive in this frame (see shutdown_engine).
-            self._engine = start_engine(self.engine_args)
+            self._engine = start_engine(self.engine_args, attempts=cfg.engine_start_attempts)
             if chat_template_fn is None:
                 chat_template_fn = hf_chat_template(model_dir, local_only=not cfg.allow_download)
         else:
