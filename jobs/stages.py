@@ -142,16 +142,20 @@ class ConvertStage:
         """
         log.error("conversion actor (pid %d): %s; shutting the engine down and leaving the process, so that Ray "
                   "restarts the actor and retries its segments", os.getpid(), exc)
-        close = getattr(getattr(self.converter, "backend", None), "close_now", None)
-        if close is not None:
-            try:
-                close()
-            except Exception as err:  # noqa: BLE001 - the process ends anyway; say why the shutdown was not clean
-                log.warning("engine shutdown after its death failed: %s: %s", type(err).__name__, err)
+        self._close_engine()
         for stream in (sys.stdout, sys.stderr):
             with suppress(Exception):
                 stream.flush()
         os._exit(ENGINE_DEAD_EXIT)
+
+    def _close_engine(self) -> None:
+        close = getattr(getattr(self.converter, "backend", None), "close_now", None)
+        if close is None:
+            return
+        try:
+            close()
+        except Exception as err:  # noqa: BLE001 - the actor is ending anyway; say why the shutdown was not clean
+            log.warning("engine shutdown failed: %s: %s", type(err).__name__, err)
 
     async def _one(self, row: SegmentRow) -> None:
         """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined

@@ -19,8 +19,8 @@ import gc
 import inspect
 import logging
 import math
+import time
 import uuid
-import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -169,6 +169,8 @@ def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
 # Grace for the engine core to exit after SIGTERM before vLLM kills it (vLLM's own default is 5 s, which a busy
 # 2-core CI box overruns: the kill then leaks the core's shared memory and the resource tracker warns at exit).
 SHUTDOWN_TIMEOUT_S = 30.0
+# How long a shutdown from another thread waits for the output handler's cancellation to land on its loop.
+OUTPUT_HANDLER_STOP_S = 5.0
 
 
 def _already_shut_down(timeout: float | None = None) -> None:
@@ -189,6 +191,7 @@ def shutdown_engine(holder: list[Any]) -> None:
     engine = holder.pop()
     shutdown = getattr(engine, "shutdown", None)
     try:
+        stop_output_handler(engine)
         if shutdown is not None:
             if "timeout" in _parameters(shutdown):
                 shutdown(timeout=SHUTDOWN_TIMEOUT_S)
@@ -201,6 +204,34 @@ def shutdown_engine(holder: list[Any]) -> None:
         gc.collect()
 
 
+def stop_output_handler(engine: Any, wait_s: float = OUTPUT_HANDLER_STOP_S) -> None:
+    """Cancel the engine's output handler task before its core is stopped.
+
+    ``AsyncLLM.shutdown`` stops the core first and cancels the handler after, from any thread
+    (vllm/v1/engine/async_llm.py). Where the handler's event loop still runs, as in a Ray actor, whose loop lives
+    in a thread of its own while ``atexit`` and ``__del__`` run elsewhere, the handler sees the core go first and
+    logs ``AsyncLLM output_handler failed`` with an ``EngineDeadError`` traceback at every clean exit. Cancelled
+    first, it ends quietly (its awaited read is cancelled at once, even on the loop's own thread).
+    """
+    task = getattr(engine, "output_handler", None)
+    if not isinstance(task, asyncio.Task) or task.done():
+        return
+    loop = task.get_loop()
+    if loop.is_closed() or not loop.is_running():
+        return  # nothing will run it again, so it cannot see the core go
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        task.cancel()
+        return
+    loop.call_soon_threadsafe(task.cancel)
+    deadline = time.monotonic() + wait_s
+    while not task.done() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, Any]:
     try:
         return inspect.signature(fn).parameters
@@ -208,10 +239,23 @@ def _parameters(fn: Callable[..., Any]) -> Mapping[str, Any]:
         return {}
 
 
-def _shutdown_at_exit(ref: weakref.ref) -> None:
-    backend = ref()
-    if backend is not None:
-        backend.close_now()
+class _EngineKeeper:
+    """Holds a backend's own engine until it is shut down, and is the process's ``atexit`` hook for it.
+
+    The engine is never left to the garbage collector: vLLM's own finalizers (``weakref.finalize`` on its
+    process manager and client, vllm/v1/engine/utils.py and core_client.py) stop the core first, and a collector
+    runs weakref callbacks before any ``__del__`` of the same garbage. Inside a Ray Data actor the backend ends up
+    in such garbage when the actor is let go, and the engine then died before our shutdown could run. Held here,
+    the engine outlives its backend's ``__del__`` (which shuts it down) or waits for this hook at exit, which
+    ``atexit`` calls before the hook of ``weakref.finalize`` (registered earlier, run later).
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self.holder = [engine]
+
+    def __call__(self) -> None:
+        if self.holder:
+            shutdown_engine(self.holder)
 
 
 class VllmBackend:
@@ -253,9 +297,11 @@ class VllmBackend:
         self.default_sampling = default_sampling(self._engine)
         self.max_in_flight = max_in_flight(cfg.max_num_seqs)
         self._slots = asyncio.Semaphore(self.max_in_flight)
+        self._keeper: _EngineKeeper | None = None
         if self._owns_engine:
             # An actor or script that ends without close() still stops its engine core before teardown.
-            atexit.register(_shutdown_at_exit, weakref.ref(self))
+            self._keeper = _EngineKeeper(self._engine)
+            atexit.register(self._keeper)
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if len(request.images) > self.max_images:
@@ -294,12 +340,26 @@ class VllmBackend:
 
     def close_now(self) -> None:
         """Shut the engine down (synchronous: ``AsyncLLM.shutdown`` is); a second call does nothing."""
-        if self._engine is not None:
-            holder, self._engine = [self._engine], None
-            shutdown_engine(holder)
+        if self._engine is None:
+            return
+        keeper, self._keeper = self._keeper, None
+        if keeper is None:  # an engine handed in (tests): shut it down all the same
+            keeper = _EngineKeeper(self._engine)
+        else:
+            atexit.unregister(keeper)
+        self._engine = None
+        keeper()
 
     async def close(self) -> None:
         self.close_now()
+
+    def __del__(self) -> None:
+        # Collected before interpreter exit (Ray Data drops its UDF when it lets an actor go: ``__ray_shutdown__``
+        # in ray/data/_internal/execution/operators/actor_pool_map_operator.py): shut the engine down now, in our
+        # order, while the actor's event loop still runs (see _EngineKeeper and stop_output_handler).
+        with contextlib.suppress(Exception):
+            if getattr(self, "_keeper", None) is not None:
+                self.close_now()
 
 
 def _describe(exc: BaseException) -> str:
