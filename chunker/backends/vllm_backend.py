@@ -21,6 +21,7 @@ import logging
 import math
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -207,11 +208,11 @@ def shutdown_engine(holder: list[Any]) -> None:
 def stop_output_handler(engine: Any, wait_s: float = OUTPUT_HANDLER_STOP_S) -> None:
     """Cancel the engine's output handler task before its core is stopped.
 
-    ``AsyncLLM.shutdown`` stops the core first and cancels the handler after, from any thread
-    (vllm/v1/engine/async_llm.py). Where the handler's event loop still runs, as in a Ray actor, whose loop lives
-    in a thread of its own while ``atexit`` and ``__del__`` run elsewhere, the handler sees the core go first and
-    logs ``AsyncLLM output_handler failed`` with an ``EngineDeadError`` traceback at every clean exit. Cancelled
-    first, it ends quietly (its awaited read is cancelled at once, even on the loop's own thread).
+    ``AsyncLLM.shutdown`` stops the core first and cancels the handler after (vllm/v1/engine/async_llm.py). Where
+    the handler's event loop still runs (a close from a coroutine, or from another thread while the loop lives on,
+    as in a Ray actor) the handler sees the core go first and logs ``AsyncLLM output_handler failed`` with an
+    ``EngineDeadError`` traceback. Cancelled first, it ends quietly (its awaited read is cancelled at once, even
+    on the loop's own thread).
     """
     task = getattr(engine, "output_handler", None)
     if not isinstance(task, asyncio.Task) or task.done():
@@ -239,23 +240,10 @@ def _parameters(fn: Callable[..., Any]) -> Mapping[str, Any]:
         return {}
 
 
-class _EngineKeeper:
-    """Holds a backend's own engine until it is shut down, and is the process's ``atexit`` hook for it.
-
-    The engine is never left to the garbage collector: vLLM's own finalizers (``weakref.finalize`` on its
-    process manager and client, vllm/v1/engine/utils.py and core_client.py) stop the core first, and a collector
-    runs weakref callbacks before any ``__del__`` of the same garbage. Inside a Ray Data actor the backend ends up
-    in such garbage when the actor is let go, and the engine then died before our shutdown could run. Held here,
-    the engine outlives its backend's ``__del__`` (which shuts it down) or waits for this hook at exit, which
-    ``atexit`` calls before the hook of ``weakref.finalize`` (registered earlier, run later).
-    """
-
-    def __init__(self, engine: Any) -> None:
-        self.holder = [engine]
-
-    def __call__(self) -> None:
-        if self.holder:
-            shutdown_engine(self.holder)
+def _shutdown_at_exit(ref: weakref.ref) -> None:
+    backend = ref()
+    if backend is not None:
+        backend.close_now()
 
 
 class VllmBackend:
@@ -297,11 +285,9 @@ class VllmBackend:
         self.default_sampling = default_sampling(self._engine)
         self.max_in_flight = max_in_flight(cfg.max_num_seqs)
         self._slots = asyncio.Semaphore(self.max_in_flight)
-        self._keeper: _EngineKeeper | None = None
         if self._owns_engine:
             # An actor or script that ends without close() still stops its engine core before teardown.
-            self._keeper = _EngineKeeper(self._engine)
-            atexit.register(self._keeper)
+            atexit.register(_shutdown_at_exit, weakref.ref(self))
 
     async def generate(self, request: GenerationRequest) -> GenerationResult:
         if len(request.images) > self.max_images:
@@ -340,26 +326,12 @@ class VllmBackend:
 
     def close_now(self) -> None:
         """Shut the engine down (synchronous: ``AsyncLLM.shutdown`` is); a second call does nothing."""
-        if self._engine is None:
-            return
-        keeper, self._keeper = self._keeper, None
-        if keeper is None:  # an engine handed in (tests): shut it down all the same
-            keeper = _EngineKeeper(self._engine)
-        else:
-            atexit.unregister(keeper)
-        self._engine = None
-        keeper()
+        if self._engine is not None:
+            holder, self._engine = [self._engine], None
+            shutdown_engine(holder)
 
     async def close(self) -> None:
         self.close_now()
-
-    def __del__(self) -> None:
-        # Collected before interpreter exit (Ray Data drops its UDF when it lets an actor go: ``__ray_shutdown__``
-        # in ray/data/_internal/execution/operators/actor_pool_map_operator.py): shut the engine down now, in our
-        # order, while the actor's event loop still runs (see _EngineKeeper and stop_output_handler).
-        with contextlib.suppress(Exception):
-            if getattr(self, "_keeper", None) is not None:
-                self.close_now()
 
 
 def _describe(exc: BaseException) -> str:
