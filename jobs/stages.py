@@ -2,20 +2,25 @@
 encodes them again. Nothing here decides anything about a document; that lives in ``chunker.run``.
 
 Every stage keeps a failing segment on its row (typed facts with the stage and reason) and lets the run go on; only
-setup errors (no model, no store, a dead engine) raise.
+setup errors (no model, no store) raise. A dead engine ends the conversion actor's process instead, so that Ray
+replaces the actor and retries its segments (:meth:`ConvertStage._leave`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
+import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 
+from chunker.backends.base import EngineDead
 from chunker.config import Config
 from chunker.errors import SetupError
 from chunker.intake import sources
@@ -34,6 +39,9 @@ from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import DocumentRecord, Problem, Stage, Status
 
 Batch = dict[str, Any]
+log = logging.getLogger("jobs.stages")
+# Exit status of a conversion actor that leaves because its engine died (any non-zero status is a crash to Ray).
+ENGINE_DEAD_EXIT = 75
 
 
 def fetch_cache(cfg: Config, out_uri: str) -> FetchCache | None:
@@ -115,8 +123,39 @@ class ConvertStage:
     async def __call__(self, batch: Batch) -> Batch:
         # One segment per call in the pipeline (one per block, see jobs.ingest); several still work.
         rows = rows_of(batch)
-        await asyncio.gather(*(guarded(r, Stage.CONVERT, "conversion", self._one(r)) for r in rows if r.active))
+        try:
+            await asyncio.gather(*(guarded(r, Stage.CONVERT, "conversion", self._one(r)) for r in rows if r.active))
+        except EngineDead as exc:
+            self._leave(exc)
         return batch_of(rows)
+
+    def _leave(self, exc: EngineDead) -> NoReturn:
+        """The model engine died (its core process was killed, ran out of memory): shut it down and end this
+        actor's process, so that Ray starts a new actor (a new engine) and runs this call and the others in flight
+        again (``max_restarts`` / ``max_task_retries``, see jobs.ingest); each retry counts as a start of its
+        segment, so a segment that kills every engine ends ``quarantined`` (chunker.run.attempts).
+
+        Raising instead would be an application error: Ray Data does not retry it, and the Dataset, the whole run,
+        fails. ``ray.actor.exit_actor()`` is an intended exit, which Ray neither restarts nor retries; a process
+        that exits on its own is a system failure, which it does. Ray's own vLLM stage does the same
+        (ray/llm/_internal/batch/stages/vllm_engine_stage.py, Ray 2.60: ``os._exit(1)`` on ``EngineDeadError``).
+        """
+        log.error("conversion actor (pid %d): %s; shutting the engine down and leaving the process, so that Ray "
+                  "restarts the actor and retries its segments", os.getpid(), exc)
+        self._close_engine()
+        for stream in (sys.stdout, sys.stderr):
+            with suppress(Exception):
+                stream.flush()
+        os._exit(ENGINE_DEAD_EXIT)
+
+    def _close_engine(self) -> None:
+        close = getattr(getattr(self.converter, "backend", None), "close_now", None)
+        if close is None:
+            return
+        try:
+            close()
+        except Exception as err:  # noqa: BLE001 - the actor is ending anyway; say why the shutdown was not clean
+            log.warning("engine shutdown failed: %s: %s", type(err).__name__, err)
 
     async def _one(self, row: SegmentRow) -> None:
         """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined

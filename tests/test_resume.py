@@ -127,3 +127,48 @@ def test_a_segment_that_kills_its_worker_every_time_is_quarantined(ray_runtime, 
     assert (s.ok, s.failed) == (3, 1), s.problems
     [p] = s.problems
     assert p["source"] == SLOW_DOC and "started 4 times" in p["reason"]
+
+
+ONCE_DOC = "travel-expense-policy.pdf"
+
+
+class DeadEngineStage(ConvertStage):
+    """Its model engine dies, as :class:`~chunker.backends.vllm_backend.VllmBackend` reports it (``EngineDead``),
+    whenever it converts one document, and once on another (a marker file in the run folder)."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        inner = self.converter.convert
+        marker = Path(self.store.root) / "engine-died-once"
+
+        async def convert(job, images):  # noqa: ANN001, ANN202
+            from chunker.backends.base import EngineDead
+
+            if job.source == SLOW_DOC:
+                raise EngineDead("vLLM engine is dead (test: this document kills every engine)")
+            if job.source == ONCE_DOC and not marker.exists():
+                marker.touch()
+                raise EngineDead("vLLM engine is dead (test: once)")
+            return await inner(job, images)
+
+        self.converter.convert = convert  # type: ignore[method-assign]
+
+
+def test_a_dead_engine_replaces_its_actor_and_a_document_that_kills_every_engine_is_quarantined(
+        ray_runtime, samples_dir, tmp_path):
+    """A raised EngineDead would be an application error that ends the whole Dataset; the actor leaves its process
+    instead, Ray starts a new one and retries the segments it held: the document whose engine died once ends with the
+    clean run's chunks, the one that kills every engine is quarantined, the run finishes."""
+    from jobs.ingest import run_ingest
+
+    clean = getattr(pytest, "clean_chunks", None)
+    if clean is None:
+        pytest.skip("needs the clean run of test_rerun_skips_finished_documents")
+    db, out = tmp_path / "m.db", tmp_path / "run"
+    s = run_ingest(_cfg(db), str(samples_dir), str(out), convert_stage=DeadEngineStage)
+    assert (out / "engine-died-once").exists(), "the engine never died on the document that dies once"
+    assert (s.ok, s.failed) == (3, 1), s.problems
+    [p] = s.problems
+    assert p["source"] == SLOW_DOC and p["code"] == "quarantined" and "started 4 times" in p["reason"]
+    expected = {c["chunk_id"] for c in clean if c["source"] != SLOW_DOC}
+    assert _ids(db) == expected and s.collection_rows == len(expected)

