@@ -37,5 +37,11 @@ def test_a_sample_pdf_converts_and_every_noisy_page_falls_back_visibly(vllm_back
     assert result.document.status == "partial"
     assert [p.code for p in result.document.problems] == ["fallback_share"]
     assert result.chunks, "the fallback text is still planned into chunks"
+    # Nothing lost: every page the text layer has something for (the page-2 table of contents is dropped on purpose
+    # by pdf-text, here as in a pdf-text run) lies inside some chunk's page span.
+    from chunker.convert.pdf_text.converter import PdfTextConverter
+
+    text_layer = PdfTextConverter(cfg.converter)
+    expected = {p for p in range(1, 9) if text_layer.markdown_for_pages(str(pdf), [p]).split("-->", 1)[1].strip()}
     pages = {p for c in result.chunks for p in range(c.page_start, c.page_end + 1)}
-    assert pages == set(range(1, 9)), "nothing lost"
+    assert len(expected) >= 7 and expected <= pages, ("nothing lost", sorted(expected - pages))
