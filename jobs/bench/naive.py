@@ -89,8 +89,12 @@ def naive_ingest(paths: list[str], backend: str, milvus_uri: str, window: int = 
 
 def naive_step(paths: list[str], backend: str, workdir: str) -> dict[str, Any]:
     """:func:`naive_ingest` into a fresh Milvus Lite folder under ``workdir`` (removed afterwards)."""
+    from jobs.bench.cpu import CpuSampler
+
     uri = str(Path(workdir) / f"naive-{backend}.db")
     try:
-        return naive_ingest(paths, backend, uri)
+        with CpuSampler() as cpu:
+            out = naive_ingest(paths, backend, uri)
+        return {**out, "cpu": cpu.report()}
     finally:
         shutil.rmtree(uri, ignore_errors=True)
