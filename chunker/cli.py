@@ -7,6 +7,7 @@ start Ray the same way without ``serving`` importing ``jobs``.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -39,6 +40,21 @@ def ray_address(cfg: Config) -> str | None:
     return cfg.ray.address or os.environ.get("RAY_ADDRESS") or None
 
 
+def local_cpus(cfg: Config, cores: int | None = None) -> int:
+    """Logical CPUs of a private local runtime: every stage's actors at once (the embedder loads while pages
+    convert) plus two task slots (the listing read and one intake task), and never fewer than the cores.
+
+    Not more: each logical CPU left free lets Ray Data start another intake task, each in a worker process of its
+    own, and Ray prestarts workers by the logical count. On 2 cores the old default of 8 ran 6 task processes
+    and 4 idle ones for 185 CloudWay files (their start-up and imports: ~19 CPU-seconds of a 94 CPU-second run);
+    at 4, what configs/local.yaml needs, 2 and 2-3 (~7 CPU-seconds). Too few would leave actors pending or the
+    read task waiting forever (see chunker.run.cluster)."""
+    from chunker.run.cluster import stage_demands
+
+    actors = sum(d.count * d.cpus for d in stage_demands(cfg) if d.actor)
+    return max(cores or os.cpu_count() or 1, math.ceil(actors - 1e-9) + 2)
+
+
 def ray_init_options(cfg: Config, verbose: bool = True) -> dict[str, Any]:
     """Keyword arguments of ``ray.init``: join the cluster, or start a local runtime sized for a laptop.
 
@@ -55,9 +71,7 @@ def ray_init_options(cfg: Config, verbose: bool = True) -> dict[str, Any]:
         return {"address": address, **quiet}
     # Token auth is on by default in recent Ray; a private local runtime does not need it.
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # Logical CPUs, not cores: every stage's actors start at once (the embedder loads while pages convert);
-    # the stages share the real cores anyway, and too few logical CPUs leave actors pending or deadlocked.
-    cpus = cfg.ray.local_num_cpus or max(8, 4 * (os.cpu_count() or 1))
+    cpus = cfg.ray.local_num_cpus or local_cpus(cfg)
     # "local": a runtime of our own. Without an address ray.init joins any `ray start` cluster running on this
     # machine (and then refuses num_cpus); the job's AWS_* and other variables reach the workers of a runtime it
     # starts itself, because they inherit its environment.

@@ -245,6 +245,33 @@ def test_benchmark_runs_every_step_as_the_command_does(tmp_path: Path) -> None:
     t = rows["ours"]["timing"]
     assert set(t["worker_s"]) == {"intake", "convert", "plan", "embed", "write"} and t["worker_s"]["embed"] > 0
     assert {"ray_init", "store_open", "load"} <= set(t["driver_steps_s"])
+    # CPU seconds of the run's own processes: ours counts its Ray runtime (every stage's actors), naive its one process.
+    cpu = rows["ours"]["cpu"]["cpu_s_by_process"]
+    assert {"driver", "actor:ConvertStage", "actor:PlanStage", "actor:EmbedStage"} <= set(cpu)
+    assert cpu["actor:EmbedStage"] > 0 and rows["ours"]["cpu"]["cpu_s_total"] >= sum(cpu.values()) - 0.1
+    assert rows["naive-onnx-int8"]["cpu"]["cpu_s_by_process"]["driver"] > 0
     md = (out / "report.md").read_text()
     assert "End to end" in md and "Where our time went" in md and "Embedding backends" in md
+    assert "CPU s by process kind" in md
     assert (out / "end_to_end.png").stat().st_size > 1000
+
+
+def test_cpu_sampler_counts_this_process_and_its_children_by_kind() -> None:
+    """CPU seconds come from /proc for this process and its descendants only, named by kind; a child that exits
+    keeps what it used up to the sampler's last reading of it."""
+    import subprocess
+    import sys
+
+    from jobs.bench.cpu import CpuSampler, kind_of
+
+    assert kind_of("ray::MapWorker(MapBatches(EmbedStage)).submit") == "actor:EmbedStage"
+    assert kind_of("ray::IDLE") == "ray:idle_workers"
+    assert kind_of("/venv/lib/python3.11/site-packages/ray/core/src/ray/raylet/raylet --raylet_socket_name=x") == "ray:raylet"
+    assert kind_of("/usr/bin/python -m pytest") is None
+    busy = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.6: pass\ntime.sleep(1.5)"
+    with CpuSampler(interval_s=0.2) as s:
+        proc = subprocess.Popen([sys.executable, "-c", busy])
+        proc.wait(timeout=60)
+    r = s.report()
+    assert r["cpu_s_by_process"]["other"] >= 0.5  # the child, read before it exited
+    assert "driver" in r["cpu_s_by_process"] and r["wall_s"] >= 1.5

@@ -206,3 +206,24 @@ def test_int8_query_vector_does_not_depend_on_its_neighbours(int8_embedder: Embe
     alone = int8_embedder.encode([TEXTS[0]])[0]
     beside = int8_embedder.encode([TEXTS[0], TEXTS[1] * 4, TEXTS[2]])[0]
     np.testing.assert_allclose(beside, alone, atol=1e-6)
+
+
+def test_tokenizer_file_gives_the_transformers_ids(tmp_path: Path) -> None:
+    """The encoder tokenises with ``tokenizers`` straight from tokenizer.json (no transformers import at start-up):
+    the ids must be those of transformers' fast tokenizer, special tokens, truncation and all; a folder without
+    tokenizer.json still works through AutoTokenizer."""
+    from transformers import AutoTokenizer
+
+    model_dir = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    texts = [*TEXTS, "", "   ", "Ärger im Büro: café, naïve, 東京", "word " * 400, "a\u00adb soft\ufffehyphen", "x" * 3000]
+    hf = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
+    want = hf(texts, truncation=True, max_length=256, padding=False)["input_ids"]
+    tokenize, pad_id = embed_onnx.load_tokenizer(model_dir, 256)
+    assert tokenize(texts) == want
+    assert pad_id == hf.pad_token_id
+    assert max(len(ids) for ids in tokenize(texts)) == 256
+    bare = tmp_path / "bare"
+    shutil.copytree(model_dir, bare)
+    (bare / "tokenizer.json").unlink()
+    tokenize_hf, pad_hf = embed_onnx.load_tokenizer(bare, 256)
+    assert tokenize_hf(texts) == want and pad_hf == pad_id

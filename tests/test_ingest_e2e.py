@@ -112,3 +112,19 @@ def test_robustness_files_never_stop_the_run(ray_runtime, samples_dir, shared_da
     assert all(o["status"] == "ok" and o["num_chunks"] > 0 for o in good)
     indexed = {r["source"] for r in pq.read_table(tmp_path / "run" / "chunks").to_pylist()}
     assert {o["source"] for o in good} <= indexed
+
+
+def test_small_and_parted_listings_ingest_the_same(ray_runtime, samples_dir, tmp_path):
+    """A listing of one part goes into the pipeline from the driver (no read task before the first intake); a
+    listing of several parts is read by Ray tasks. Both must give every document and the same chunks."""
+    from jobs.ingest import run_ingest
+
+    docs = tmp_path / "docs"
+    shutil.copytree(samples_dir, docs)
+    one = run_ingest(_cfg(tmp_path / "a.db"), str(docs), str(tmp_path / "one"))
+    parted = run_ingest(_cfg(tmp_path / "b.db", "intake.listing_block=1"), str(docs), str(tmp_path / "parted"))
+    assert len(list((tmp_path / "one" / "listing").iterdir())) == 1
+    assert len(list((tmp_path / "parted" / "listing").iterdir())) == 4
+    assert (one.documents, one.ok) == (parted.documents, parted.ok) == (4, 4)
+    ids = {p: set(pq.read_table(tmp_path / p / "chunks").column("chunk_id").to_pylist()) for p in ("one", "parted")}
+    assert ids["one"] == ids["parted"] and len(ids["one"]) == one.chunks > 10

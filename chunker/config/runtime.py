@@ -11,7 +11,10 @@ from chunker.config.base import _Section
 
 class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
-    local_num_cpus: int | None = Field(None, description="Logical CPUs of a local runtime (default: 4x the cores, at least 8).")
+    local_num_cpus: int | None = Field(
+        None, description="Logical CPUs of a local runtime (default: what the stages' actors reserve, rounded up, "
+        "plus 2 task slots; at least the cores)."
+    )
     stage_num_cpus: float = Field(
         0.5, gt=0, description="CPUs reserved per planning and embedding actor (fractional on laptops); the listing "
         "and intake tasks take 1 CPU each (Ray's default, which lets the repartition after intake fuse into its task)."

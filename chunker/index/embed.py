@@ -99,7 +99,7 @@ class Embedder:
         pooling = read_pooling(model_dir)  # refuses models with layers we do not run, before any export
         onnx_path = ensure_onnx(model_dir, Path(self.cfg.onnx_cache_dir).expanduser(), variant, self.cfg.model)
         self.onnx = OnnxEncoder(
-            model_dir, onnx_path, pooling, max_seq_length=self.cfg.max_seq_length, batch_size=self.cfg.batch_size,
+            model_dir, onnx_path, pooling, max_seq_length=self.cfg.max_seq_length, batch_size=self.cfg.onnx_batch_size,
             num_threads=self._threads(), model_name=self.cfg.model, variant=variant,
         )
         self.dim = self.onnx.dim

@@ -3,7 +3,8 @@
 * a manifest (``.txt``/``.jsonl``/``.manifest``, local or in object storage) is read line by line by the workers
   (the job hands its lines to :func:`manifest_rows`);
 * a folder, object-store prefix, glob or single file is walked lazily and written out as listing parts of
-  ``intake.listing_block`` entries under the run's ``listing/`` folder, which are then read like a manifest.
+  ``intake.listing_block`` entries under the run's ``listing/`` folder, which are then read like a manifest (a
+  listing of one part is read by the driver, which hands its rows to the pipeline: see ``jobs.ingest``).
 
 Either way the rows carry only ``path``/``source`` (+ ``error`` for a bad manifest line, ``unmatched`` for a file
 of an input folder whose name matches no ``intake.patterns``: listed all the same, so every file is accounted for):

@@ -81,6 +81,7 @@ def bench_embed(cfg: EmbedConfig, backends: list[str], passages: list[str], repe
             emb = Embedder(cfg.model_copy(update={"backend": name}))
             row["load_s"] = round(time.perf_counter() - t0, 2)
             row["ran"] = emb.backend
+            row["batch"] = emb.cfg.batch_size if emb.backend == "torch" else emb.cfg.onnx_batch_size
             emb.encode(passages[:16])  # warm-up: the first calls pay for lazy initialisation
             rates = []
             for _ in range(repeats):
@@ -129,14 +130,15 @@ def embed_step(embed: dict[str, Any], backends: list[str], passages: int = 600, 
 
 def render(result: dict[str, Any], mean_tokens: float | None = None) -> str:
     head = f"{result['passages']} passages" + (f" of ~{mean_tokens:.0f} tokens" if mean_tokens else "")
-    header = "| backend | passages/s (best; runs) | query ms (median / p90) | cos to torch (min / mean) | load s |"
-    lines = [f"embedding: {head}, {result['threads']} threads", header, "| --- | --- | --- | --- | --- |"]
+    header = ("| backend | passages per call | passages/s (best; runs) | query ms (median / p90) | "
+              "cos to torch (min / mean) | load s |")
+    lines = [f"embedding: {head}, {result['threads']} threads", header, "| --- | --- | --- | --- | --- | --- |"]
     for name, r in result["backends"].items():
         if "error" in r:
-            lines.append(f"| {name} | failed: {r['error']} | | | |")
+            lines.append(f"| {name} | failed: {r['error']} | | | | |")
             continue
         cos = f"{r['cos_to_torch_min']} / {r['cos_to_torch_mean']}" if "cos_to_torch_min" in r else "-"
-        lines.append(f"| {name} | {r['passages_per_s']} ({', '.join(map(str, r['passages_per_s_runs']))}) | "
+        lines.append(f"| {name} | {r.get('batch', '-')} | {r['passages_per_s']} ({', '.join(map(str, r['passages_per_s_runs']))}) | "
                      f"{r['query_ms_median']} / {r['query_ms_p90']} | {cos} | {r['load_s']} |")
     return "\n".join(lines)
 

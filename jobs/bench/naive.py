@@ -1,7 +1,8 @@
 """The naive pipeline the benchmark sets ours against: what a user could write in an afternoon instead.
 
 pypdfium2's text layer, page after page -> fixed windows of ``window`` characters overlapping by ``overlap`` ->
-the same MiniLM (``embed.backend`` as given, on every core) -> Milvus Lite insert; one process, no Ray, no
+the same MiniLM through the same :class:`Embedder` with our defaults (``embed.backend`` as given, on every core;
+onnx runs one passage per call, torch batches of ``batch_size``) -> Milvus Lite insert; one process, no Ray, no
 Parquet, no ledger, no structure. It keeps nothing our chunks keep (headings, tables, page spans, element IDs), so it
 is a floor on cost, not a rival in quality. Timed per step and whole; the caller runs it in its own process
 (:mod:`jobs.bench.isolate`), so the process's wall time, imports included, is the whole-run figure.
@@ -88,8 +89,12 @@ def naive_ingest(paths: list[str], backend: str, milvus_uri: str, window: int = 
 
 def naive_step(paths: list[str], backend: str, workdir: str) -> dict[str, Any]:
     """:func:`naive_ingest` into a fresh Milvus Lite folder under ``workdir`` (removed afterwards)."""
+    from jobs.bench.cpu import CpuSampler
+
     uri = str(Path(workdir) / f"naive-{backend}.db")
     try:
-        return naive_ingest(paths, backend, uri)
+        with CpuSampler() as cpu:
+            out = naive_ingest(paths, backend, uri)
+        return {**out, "cpu": cpu.report()}
     finally:
         shutil.rmtree(uri, ignore_errors=True)

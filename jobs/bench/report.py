@@ -100,18 +100,21 @@ def e2e_markdown(runs: dict[str, Any]) -> list[str]:
     lines = ["### End to end: our ingest beside the naive pipeline, same corpus, same machine, one after the other",
              "", f"Corpus: {runs['corpus']}, {runs['documents']} files. *Process* = the whole process timed (interpreter, "
              "imports, Ray start and shutdown included: what a user waits for); *run* = inside the job's function; "
-             "*steady* = pages/s between 10 % and 90 % of pages reaching the driver.", "",
+             "*steady* = pages/s between 10 % and 90 % of pages reaching the driver; *CPU s* = CPU seconds the run's "
+             "processes used (the driver and, for ours, the Ray runtime it started: less distorted by other jobs on "
+             "the machine than wall time).", "",
              "| pipeline | pages | chunks | mean chunk chars | process s | process pages/s | run s | run pages/s | "
-             "steady pages/s | load avg before / after |", "|" + " --- |" * 10]
+             "steady pages/s | CPU s | load avg before / after |", "|" + " --- |" * 11]
     for r in runs["rows"]:
         if "failed" in r:
-            lines.append(f"| {r['name']} | **failed**: {r['failed']} | | | | | | | | |")
+            lines.append(f"| {r['name']} | **failed**: {r['failed']} | | | | | | | | | |")
             continue
         t = r.get("timing", {})
         lines.append(
             f"| {r.get('pipeline', r['name'])} | {r['pages']} | {r['chunks']} | {r.get('mean_chunk_chars', '')} | "
             f"{r['step_wall_s']} | **{r['process_pages_per_s']}** | {r['seconds']} | {r['pages_per_s']} | "
-            f"{t.get('steady_pages_per_s', '-')} | {r['load_avg_before'][0]} / {r['load_avg_after'][0]} |")
+            f"{t.get('steady_pages_per_s', '-')} | {r.get('cpu', {}).get('cpu_s_total', '-')} | "
+            f"{r['load_avg_before'][0]} / {r['load_avg_after'][0]} |")
     ours = next((r for r in runs["rows"] if r["name"] == "ours" and "failed" not in r), None)
     if ours and ours.get("timing"):
         t = ours["timing"]
@@ -122,7 +125,11 @@ def e2e_markdown(runs: dict[str, Any]) -> list[str]:
                   f"actors and model loads, the first conversion), last at {t.get('last_segment_s')} s, run "
                   f"{t.get('whole_s')} s",
                   "- driver steps s: " + ", ".join(f"{k} {v}" for k, v in t.get("driver_steps_s", {}).items()),
-                  "- worker s: " + ", ".join(f"{k} {v}" for k, v in t.get("worker_s", {}).items()), ""]
+                  "- worker s: " + ", ".join(f"{k} {v}" for k, v in t.get("worker_s", {}).items())]
+        by = ours.get("cpu", {}).get("cpu_s_by_process")
+        if by:
+            lines.append("- CPU s by process kind: " + ", ".join(f"{k} {v}" for k, v in by.items()))
+        lines.append("")
     for r in runs["rows"]:
         if r["name"].startswith("naive") and "steps_s" in r:
             lines.append(f"- {r['name']} steps s: " + ", ".join(f"{k} {v}" for k, v in r["steps_s"].items()))

@@ -5,6 +5,12 @@ texts from a synthetic vocabulary so the BM25 leg has work too), serves :mod:`se
 runs C concurrent clients of ``POST /v1/query`` for D seconds, prints latency percentiles, throughput and errors,
 and tears everything down. It reports; it never asserts.
 
+Beside the C-client figures, measured in the same run against the same collection and query mix: one client alone
+(the endpoint's latency without queueing), and the retrieval call straight on the store, in this process with no
+HTTP and no Serve (:meth:`Retriever.search_many` one question at a time: query embedding plus the Milvus Lite
+searches, and the searches alone). What the single client waits beyond the direct call is the endpoint's own
+overhead (HTTP, proxy, replica hand-off).
+
     python -m jobs.bench.serve --quick                 # 5k chunks, 10 s
     python -m jobs.bench.serve --chunks 100000 --clients 8 --duration 60
     python -m jobs.bench.serve --chunks 100000 --db /tmp/bench100k.db   # keep the collection, reuse it next time
@@ -37,6 +43,7 @@ from chunker.types import Chunk
 MAX_DURATION_S = 600.0  # hard bound whatever the flags say: this is a benchmark, not a soak test
 MAX_CLIENTS = 64
 MAX_REQUESTS_PER_CLIENT_S = 500  # request cap per client-second, in case latency collapses to ~0
+MAX_SINGLE_S = 30.0  # the single-client and direct-store passes each run at most this long (and at most --duration)
 _MODALITIES = ("text", "text", "text", "table", "figure")
 
 
@@ -207,6 +214,57 @@ def server_breakdown(server: list[dict[str, float]]) -> dict[str, Any]:
     }
 
 
+def _percentiles(values: list[float]) -> dict[str, float]:
+    arr = np.asarray(values) if values else np.zeros(1)
+    return {p: round(float(np.percentile(arr, q)), 1) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))}
+
+
+def direct_store(cfg: Config, duration_s: float, max_queries: int | None = None) -> dict[str, Any]:
+    """The same query mix through :meth:`Retriever.search_many`, one question per call, in this process: what a
+    query costs without HTTP, Serve or batching. ``retrieval_ms`` is a call's whole wall time (query embedding,
+    every Milvus call of the mode, fusion); ``search_ms`` the Milvus calls alone, ``embed_ms`` the embedding alone.
+    Bounded by ``duration_s`` and by one pass over the mix (or ``max_queries``)."""
+    from chunker.index.filters import QueryFilters
+    from chunker.index.retrieval import Query, Retriever
+
+    bodies = query_bodies()
+    limit = len(bodies) if max_queries is None else max(1, min(max_queries, len(bodies)))
+    retriever = Retriever(cfg)
+    total: list[float] = []
+    search: list[float] = []
+    embed: list[float] = []
+    errors: Counter[str] = Counter()
+    try:
+        retriever.search_many([Query("warm up the direct path", k=1)])  # model load and first searches: not timed
+        t0 = time.perf_counter()
+        deadline = t0 + duration_s
+        for body in bodies[:limit]:
+            if time.perf_counter() >= deadline:
+                break
+            filters = QueryFilters(**body["filters"]) if body.get("filters") else None
+            t = time.perf_counter()
+            (res,) = retriever.search_many([Query(body["query"], body["k"], filters)])
+            dt = (time.perf_counter() - t) * 1000.0
+            if isinstance(res, BaseException):
+                errors[type(res).__name__] += 1
+                continue
+            total.append(dt)
+            search.append(float(res.timings_ms.get("search", 0.0)))
+            embed.append(float(res.timings_ms.get("embed", 0.0)))
+        wall = time.perf_counter() - t0
+    finally:
+        retriever.close()
+    return {"queries": len(total), "duration_s": round(wall, 2), "errors": dict(errors),
+            "queries_per_s": round(len(total) / wall, 2) if wall else 0.0,
+            "retrieval_ms": _percentiles(total), "search_ms": _percentiles(search), "embed_ms": _percentiles(embed)}
+
+
+def overhead(single: dict[str, Any], direct: dict[str, Any]) -> dict[str, float]:
+    """The endpoint's own cost per query: one client's latency minus the direct retrieval call's, per percentile."""
+    lat, ret = single.get("latency_ms") or {}, direct.get("retrieval_ms") or {}
+    return {p: round(lat[p] - ret[p], 1) for p in ("p50", "p95", "p99") if p in lat and p in ret}
+
+
 def _wait_port(port: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -224,6 +282,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--chunks", type=int, default=100_000, help="Synthetic chunks in the collection.")
     p.add_argument("--clients", type=int, default=8, help="Concurrent HTTP clients.")
     p.add_argument("--duration", type=float, default=60.0, help="Seconds of load.")
+    p.add_argument("--single-duration", type=float, default=None,
+                   help=f"Seconds of the single-client pass and at most as long for the direct store pass (default and "
+                   f"cap: --duration, at most {MAX_SINGLE_S:.0f} s).")
     p.add_argument("--replicas", type=int, default=1, help="Query replicas.")
     p.add_argument("--quick", action="store_true", help="5,000 chunks and 10 s of load.")
     p.add_argument("--json", default=None, help="Also write the report to this file.")
@@ -235,6 +296,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ns.chunks = max(1, ns.chunks)
     ns.clients = max(1, min(ns.clients, MAX_CLIENTS))
     ns.duration = max(1.0, min(ns.duration, MAX_DURATION_S))
+    single = ns.duration if ns.single_duration is None else ns.single_duration
+    ns.single_duration = max(1.0, min(single, ns.duration, MAX_SINGLE_S))
     return ns
 
 
@@ -288,6 +351,12 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         report["serve_start_s"] = round(time.perf_counter() - t0, 1)
         base = f"http://127.0.0.1:{http_port}"
         asyncio.run(drive(base, 1, 2.0))  # warm-up: first searches load the collection and JIT paths
+        # The store alone first, while the replica is idle: the same collection, server and query mix, no HTTP.
+        print(f"direct retrieval calls for up to {ns.single_duration:.0f} s (no HTTP)", flush=True)
+        report["direct"] = direct_store(cfg, ns.single_duration)
+        print(f"driving 1 client for {ns.single_duration:.0f} s against {base}/v1/query", flush=True)
+        report["single_client"] = asyncio.run(drive(base, 1, ns.single_duration))
+        report["endpoint_overhead_ms"] = overhead(report["single_client"], report["direct"])
         print(f"driving {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
         report.update(asyncio.run(drive(base, ns.clients, ns.duration)))
         report["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
@@ -312,6 +381,14 @@ def print_report(r: dict[str, Any]) -> None:
     print("\n== serve benchmark ==")
     print(f"chunks {r['chunks']:,}  replicas {r['replicas']}  mode {r['mode']}  clients {r.get('clients')}")
     print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s")
+    d, one = r.get("direct") or {}, r.get("single_client") or {}
+    if d:
+        print(f"direct (no HTTP, 1 caller): {d.get('queries')} queries, {d.get('queries_per_s')} q/s; retrieval ms "
+              f"{d.get('retrieval_ms')}; searches alone {d.get('search_ms')}; embedding {d.get('embed_ms')}")
+    if one:
+        print(f"endpoint, 1 client: {one.get('ok')} ok = {one.get('requests_per_s')} req/s; latency ms "
+              f"{one.get('latency_ms')}; overhead over direct {r.get('endpoint_overhead_ms')}")
+    print(f"endpoint, {r.get('clients')} clients:")
     print(f"requests {r.get('requests')} in {r.get('duration_s')} s; ok {r.get('ok')} = {r.get('requests_per_s')} req/s")
     print(f"latency ms (ok requests)  p50 {lat.get('p50')}  p95 {lat.get('p95')}  p99 {lat.get('p99')}  max {r.get('latency_ms_max')}")
     print(f"server-side ms  mean {r.get('server_ms_mean')}")

@@ -115,16 +115,20 @@ def end_to_end(cfg: Config, input_dir: Path, workdir: Path) -> dict[str, Any]:
     cfg = cfg.model_copy(deep=True)
     cfg.milvus.uri = str(workdir / "e2e-milvus.db")
     shutil.rmtree(cfg.milvus.uri, ignore_errors=True)
+    from jobs.bench.cpu import CpuSampler
+
     t0 = time.perf_counter()
-    try:
-        summary = run_ingest(cfg, str(input_dir), str(out))
-    finally:
-        ray.shutdown()
+    with CpuSampler() as cpu:
+        try:
+            summary = run_ingest(cfg, str(input_dir), str(out))
+            cpu.sample()  # before shutdown ends the workers
+        finally:
+            ray.shutdown()
     shutil.rmtree(cfg.milvus.uri, ignore_errors=True)
     return {"pipeline": "ours (jobs.ingest)", "input": str(input_dir.resolve()), "documents": summary.documents,
             "pages": summary.pages, "chunks": summary.chunks, "collection_rows": summary.collection_rows,
             "seconds": summary.seconds, "pages_per_s": summary.pages_per_s, "failed_documents": summary.failed,
-            "partial": summary.partial, "timing": summary.timing,
+            "partial": summary.partial, "timing": summary.timing, "cpu": cpu.report(),
             "settings": {k: v for k, v in summary.settings.items() if k.startswith(("ray.", "embed."))},
             "wall_with_shutdown_s": round(time.perf_counter() - t0, 2)}
 

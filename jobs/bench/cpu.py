@@ -1,0 +1,129 @@
+"""CPU seconds by process kind while a step runs: the figure the machine's load does not distort much.
+
+Wall seconds on a shared 2-core machine measure the neighbours as much as the pipeline; the CPU time each process
+used does not (contention only adds cache misses and switches). :class:`CpuSampler` reads ``/proc/<pid>/stat`` of
+this process and of every Ray process of the local runtime (workers, raylet, GCS, dashboard ...) about once a second
+in a thread (only this process's descendants: the local runtime it started), keeps the last reading of each pid (a worker that exits keeps what it used up to its last reading), and
+sums user+system seconds by kind: the driver, each stage's actors by their class name, Ray Data's tasks, idle
+workers and Ray's own daemons. Linux only; elsewhere it reports nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+_STAGE = re.compile(r"MapBatches\((\w+)\)")
+
+
+def kind_of(cmdline: str) -> str | None:
+    """The process kind a command line belongs to, or None for processes that are not this run's Ray processes."""
+    if cmdline.startswith("ray::"):
+        m = _STAGE.search(cmdline)
+        if m:
+            return f"actor:{m.group(1)}"
+        name = cmdline[5:].split()[0] if len(cmdline) > 5 else ""
+        return "ray:idle_workers" if name.startswith("IDLE") else f"ray:task:{name.split('(')[0][:40]}"
+    for daemon in ("raylet", "gcs_server", "dashboard", "log_monitor", "monitor.py", "runtime_env", "ray_client"):
+        if daemon in cmdline.split(" ")[0] or f"/{daemon}" in cmdline[:300]:
+            return f"ray:{daemon}"
+    return None
+
+
+def _stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, user+system CPU seconds) of a process, or None when it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK  # ppid; utime + stime
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+class CpuSampler:
+    """``with CpuSampler() as s: ...`` then ``s.report()``: CPU seconds by process kind used during the block."""
+
+    def __init__(self, interval_s: float = 1.0) -> None:
+        self.interval_s = interval_s
+        self.me = os.getpid()
+        self.base: dict[int, float] = {}  # CPU seconds a process had used before the block started
+        self.last: dict[int, tuple[str, float]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.enabled = Path("/proc/self/stat").exists()
+        self.wall_s = 0.0
+
+    def _scan(self, first: bool = False) -> None:
+        stats = {}
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                st = _stat(int(entry))
+                if st is not None:
+                    stats[int(entry)] = st
+        # Only this process and its descendants: the Ray runtime it started (daemons and workers), not another job's.
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in stats.items():
+            children.setdefault(ppid, []).append(pid)
+        mine, todo = set(), [self.me]
+        while todo:
+            pid = todo.pop()
+            if pid in stats and pid not in mine:
+                mine.add(pid)
+                todo.extend(children.get(pid, []))
+        for pid in mine:
+            known = self.last.get(pid)
+            if pid == self.me:
+                kind: str | None = "driver"
+            elif known is not None and known[0].startswith("actor:"):
+                kind = known[0]
+            else:  # an idle worker renames itself when it becomes an actor or runs a task: read its name again
+                kind = kind_of(_cmdline(pid)) or (known[0] if known else "other")
+            cpu = stats[pid][1]
+            if first:
+                self.base[pid] = cpu
+            self.last[pid] = (kind or "other", cpu)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self._scan()
+
+    def __enter__(self) -> "CpuSampler":
+        if self.enabled:
+            self._t0 = time.perf_counter()
+            self._scan(first=True)
+            self._thread = threading.Thread(target=self._loop, name="cpu-sampler", daemon=True)
+            self._thread.start()
+        return self
+
+    def sample(self) -> None:
+        """One more reading now (call it before the processes of interest exit, e.g. before ``ray.shutdown``)."""
+        if self.enabled:
+            self._scan()
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join()
+            self._scan()
+            self.wall_s = time.perf_counter() - self._t0
+
+    def report(self) -> dict[str, Any]:
+        by_kind: dict[str, float] = {}
+        count: dict[str, int] = {}
+        for pid, (kind, cpu) in self.last.items():
+            by_kind[kind] = by_kind.get(kind, 0.0) + cpu - self.base.get(pid, 0.0)
+            count[kind] = count.get(kind, 0) + 1
+        total = sum(by_kind.values())
+        return {"cpu_s_by_process": {k: round(v, 2) for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])},
+                "processes": count, "cpu_s_total": round(total, 2), "wall_s": round(self.wall_s, 2)}
