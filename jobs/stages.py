@@ -30,7 +30,7 @@ from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
 from chunker.run import faults
-from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_start
+from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_finish, record_start
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
@@ -171,9 +171,12 @@ class ConvertStage:
             return
         async with self.gate.enter(solo=prior >= SOLO_AFTER):
             t0 = time.perf_counter()
-            await asyncio.to_thread(record_start, self.store, job)
+            marker = await asyncio.to_thread(record_start, self.store, job)
             row.write_s += time.perf_counter() - t0
-            await self._convert(row)
+            await self._convert(row)  # an EngineDead leaves the marker: this start ended in a death
+            t0 = time.perf_counter()
+            await asyncio.to_thread(record_finish, self.store, marker)
+            row.write_s += time.perf_counter() - t0
 
     async def _convert(self, row: SegmentRow) -> None:
         job = row.job

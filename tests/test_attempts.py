@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_start
+from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_finish, record_start
 from chunker.run.layout import ATTEMPTS, RunStore
 from chunker.types import SegmentJob
 
@@ -22,6 +22,21 @@ def test_starts_are_counted_per_segment_and_per_run(tmp_path):
     p = quarantine(4, 4)
     assert p is not None and p.code == "quarantined" and "4 times" in p.message
     store.clear(ATTEMPTS)  # a new run starts counting again
+    assert prior_starts(store, job) == 0
+
+
+def test_a_start_that_finished_is_not_a_death(tmp_path):
+    """A segment whose conversion finished, but whose result died with its worker (a neighbour crashed the process
+    before the call returned), runs again without being counted: only unfinished starts count."""
+    store = RunStore(str(tmp_path / "run"))
+    job = SegmentJob("d1", "/in/a.pdf", "a.pdf", 10, 0, 1, 1, 10, 1, 4)
+    died = record_start(store, job)
+    finished = [record_start(store, job) for _ in range(5)]
+    for marker in finished:
+        record_finish(store, marker)
+    assert prior_starts(store, job) == 1 and quarantine(prior_starts(store, job), 2) is None
+    record_finish(store, died)
+    record_finish(store, died)  # twice (a retried call) is harmless
     assert prior_starts(store, job) == 0
 
 

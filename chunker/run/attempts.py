@@ -3,8 +3,8 @@
 Ray retries the work of a dead or unreachable actor; the retry bound has to be unlimited (``ray.actor_max_task_retries``
 -1), because Ray spends retries while a lost node is still being detected and a small bound ends the whole run. What
 then stops a segment that kills its worker every time (a PDF that crashes pdfium, an image that takes the engine
-down) is this count: every start leaves one marker in the run folder, and a segment that has started
-``ray.segment_max_attempts`` times fails alone, ``quarantined``, and the run goes on.
+down) is this count: every start leaves one marker in the run folder until its conversion finishes, and a segment
+whose worker died under it ``ray.segment_max_attempts`` times fails alone, ``quarantined``, and the run goes on.
 
 An actor converts many segments at once, and a crash kills all of them, so a death cannot be pinned on one. A
 segment whose worker died ``SOLO_AFTER`` times therefore runs alone in its actor (:class:`SoloGate`): from then on only
@@ -31,12 +31,20 @@ def _folder(job: SegmentJob) -> str:
 
 
 def prior_starts(store: RunStore, job: SegmentJob) -> int:
-    """Starts of ``job``'s conversion so far in this run (each one that did not finish lost its worker)."""
+    """Starts of ``job``'s conversion in this run that never finished: each one lost its worker."""
     return store.count(_folder(job))
 
 
-def record_start(store: RunStore, job: SegmentJob) -> None:
-    store.write_bytes(f"{_folder(job)}/{uuid.uuid4().hex}", b"")
+def record_start(store: RunStore, job: SegmentJob) -> str:
+    """Leave this start's marker; returns its name, for :func:`record_finish`."""
+    return store.write_bytes(f"{_folder(job)}/{uuid.uuid4().hex}", b"")
+
+
+def record_finish(store: RunStore, marker: str) -> None:
+    """The conversion that left ``marker`` finished: it is not a death. It matters when the worker dies between the
+    end of a conversion and the return of its result (a neighbour's crash ending the process): Ray runs the call
+    again, and a segment that had finished must not be counted, nor quarantined, for a crash that was not its own."""
+    store.delete_file(marker)
 
 
 def quarantine(prior: int, max_attempts: int) -> Problem | None:

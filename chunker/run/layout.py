@@ -142,6 +142,13 @@ class RunStore:
         sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
         return sum(1 for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.File)
 
+    def delete_file(self, path: str) -> None:
+        """Delete one file of the run by the path :meth:`write_bytes` returned (gone already is fine)."""
+        try:
+            self.fs.delete_file(path)
+        except FileNotFoundError:
+            pass
+
     def write_bytes(self, name: str, data: bytes) -> str:
         target = self.path(name)
         if self.local:
