@@ -174,9 +174,13 @@ class ConvertStage:
             marker = await asyncio.to_thread(record_start, self.store, job)
             row.write_s += time.perf_counter() - t0
             await self._convert(row)  # an EngineDead leaves the marker: this start ended in a death
-            t0 = time.perf_counter()
-            await asyncio.to_thread(record_finish, self.store, marker)
-            row.write_s += time.perf_counter() - t0
+            if prior:
+                # Only a segment that has lost a worker before pays the extra request (a delete on object storage):
+                # a first start that finished and then lost its result counts once, and shared starts are bounded
+                # by SOLO_AFTER anyway; a solo start that finished must never count (chunker.run.attempts).
+                t0 = time.perf_counter()
+                await asyncio.to_thread(record_finish, self.store, marker)
+                row.write_s += time.perf_counter() - t0
 
     async def _convert(self, row: SegmentRow) -> None:
         job = row.job
