@@ -175,7 +175,7 @@ class ConvertStage:
             row.write_s += time.perf_counter() - t0
             await self._convert(row)  # an EngineDead leaves the marker: this start ended in a death
             if prior:
-                # Only a segment that has lost a worker before pays the extra request (a delete on object storage):
+                # Only a segment that has lost a worker before pays the extra request (one more small file):
                 # a first start that finished and then lost its result counts once, and shared starts are bounded
                 # by SOLO_AFTER anyway; a solo start that finished must never count (chunker.run.attempts).
                 t0 = time.perf_counter()

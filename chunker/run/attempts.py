@@ -30,21 +30,26 @@ def _folder(job: SegmentJob) -> str:
     return f"{ATTEMPTS}/{segment_part(job.doc_id, job.segment_index)}"
 
 
+DONE = ".done"
+
+
 def prior_starts(store: RunStore, job: SegmentJob) -> int:
     """Starts of ``job``'s conversion in this run that never finished: each one lost its worker."""
-    return store.count(_folder(job))
+    names = store.names(_folder(job))
+    return sum(1 for n in names if not n.endswith(DONE)) - sum(1 for n in names if n.endswith(DONE))
 
 
 def record_start(store: RunStore, job: SegmentJob) -> str:
-    """Leave this start's marker; returns its name, for :func:`record_finish`."""
+    """Leave this start's marker; returns its path, for :func:`record_finish`."""
     return store.write_bytes(f"{_folder(job)}/{uuid.uuid4().hex}", b"")
 
 
 def record_finish(store: RunStore, marker: str) -> None:
     """The conversion that left ``marker`` finished: it is not a death. It matters when the worker dies between the
     end of a conversion and the return of its result (a neighbour's crash ending the process): Ray runs the call
-    again, and a segment that had finished must not be counted, nor quarantined, for a crash that was not its own."""
-    store.delete_file(marker)
+    again, and a segment that had finished must not be counted, nor quarantined, for a crash that was not its own.
+    A second marker (not a delete) keeps every start on record and costs one PUT on object storage, no rename."""
+    store.write_bytes_at(marker + DONE, b"")
 
 
 def quarantine(prior: int, max_attempts: int) -> Problem | None:

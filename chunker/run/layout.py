@@ -142,12 +142,15 @@ class RunStore:
         sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
         return sum(1 for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.File)
 
-    def delete_file(self, path: str) -> None:
-        """Delete one file of the run by the path :meth:`write_bytes` returned (gone already is fine)."""
-        try:
-            self.fs.delete_file(path)
-        except FileNotFoundError:
-            pass
+    def names(self, folder: str) -> list[str]:
+        """Names of the files directly in ``folder`` of the run (none when it does not exist)."""
+        sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
+        return [i.base_name for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.File]
+
+    def write_bytes_at(self, path: str, data: bytes) -> None:
+        """Write a file by the full path :meth:`write_bytes` returned for a sibling (its folder exists)."""
+        with self.fs.open_output_stream(path) as fh:
+            fh.write(data)
 
     def write_bytes(self, name: str, data: bytes) -> str:
         target = self.path(name)
