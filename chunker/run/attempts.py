@@ -40,8 +40,10 @@ def prior_starts(store: RunStore, job: SegmentJob) -> int:
 
 
 def record_start(store: RunStore, job: SegmentJob) -> str:
-    """Leave this start's marker; returns its path, for :func:`record_finish`."""
-    return store.write_bytes(f"{_folder(job)}/{uuid.uuid4().hex}", b"")
+    """Leave this start's marker; returns its name in the run, for :func:`record_finish`."""
+    name = f"{_folder(job)}/{uuid.uuid4().hex}"
+    store.write_bytes(name, b"")
+    return name
 
 
 def record_finish(store: RunStore, marker: str) -> None:
@@ -49,7 +51,7 @@ def record_finish(store: RunStore, marker: str) -> None:
     end of a conversion and the return of its result (a neighbour's crash ending the process): Ray runs the call
     again, and a segment that had finished must not be counted, nor quarantined, for a crash that was not its own.
     A second marker (not a delete) keeps every start on record and costs one PUT on object storage, no rename."""
-    store.write_bytes_at(marker + DONE, b"")
+    store.write_bytes(marker + DONE, b"")
 
 
 def quarantine(prior: int, max_attempts: int) -> Problem | None:

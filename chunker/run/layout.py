@@ -147,11 +147,6 @@ class RunStore:
         sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
         return [i.base_name for i in self.fs.get_file_info(sel) if i.type == pafs.FileType.File]
 
-    def write_bytes_at(self, path: str, data: bytes) -> None:
-        """Write a file by the full path :meth:`write_bytes` returned for a sibling (its folder exists)."""
-        with self.fs.open_output_stream(path) as fh:
-            fh.write(data)
-
     def write_bytes(self, name: str, data: bytes) -> str:
         target = self.path(name)
         if self.local:
