@@ -86,7 +86,7 @@ def index(cfg: Config, collection: str, chunks: list[Any], embedder: Any) -> Any
     store = ChunkStore(cfg.milvus, embedder.dim, collection=collection)
     for i in range(0, len(chunks), 256):
         part = chunks[i:i + 256]
-        store.upsert(part, embedder.encode([c.text for c in part]))
+        store.upsert(part, embedder.encode_chunks(part))
     store.flush()
     return store
 
@@ -116,8 +116,9 @@ def _row(name: str, mode: str, chunks: list[Any], agg: dict[str, Any]) -> dict[s
 
 def markdown_report(rows: list[dict[str, Any]], by_type: dict[str, Any], command: str) -> str:
     lines = ["# Retrieval evaluation", "", f"Command: `{command}`", "",
-             "| system | retrieval | chunks | mean chars | doc@5 | page@5 | mrr@10 | fact@2000 | num@5 | hit chars |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| system | retrieval | chunks | mean chars | doc@5 | page@5 | mrr@10 | fact@2000 | num@5 | num@2000 "
+             "| hit chars |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def opt(v: float | None) -> str:
         return "-" if v is None else f"{v:.3f}"
@@ -125,13 +126,14 @@ def markdown_report(rows: list[dict[str, Any]], by_type: dict[str, Any], command
     for r in rows:
         lines.append(f"| {r['system']} | {r['mode']} | {r['chunks']} | {r['mean_chars']} | {r['doc@5']:.3f} | "
                      f"{opt(r['page@5'])} | {r['mrr@10']:.3f} | {r['fact@2000']:.3f} | {opt(r.get('num@5'))} | "
-                     f"{r.get('hit_chars', 0):.0f} |")
+                     f"{opt(r.get('num@2000'))} | {r.get('hit_chars', 0):.0f} |")
     lines += ["", "## Ours, by question type", "",
-              "| type | questions | doc@5 | mrr@10 | fact@2000 | num@5 (questions) |",
-              "| --- | --- | --- | --- | --- | --- |"]
+              "| type | questions | doc@5 | page@5 | mrr@10 | fact@2000 | num@5 (questions) | num@2000 |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for t, a in by_type.items():
-        lines.append(f"| {t} | {a['questions']} | {a['doc@5']:.3f} | {a['mrr@10']:.3f} | {a['fact@2000']:.3f} | "
-                     f"{opt(a.get('num@5'))} ({a.get('num_questions', 0)}) |")
+        lines.append(f"| {t} | {a['questions']} | {a['doc@5']:.3f} | {opt(a.get('page@5'))} | {a['mrr@10']:.3f} | "
+                     f"{a['fact@2000']:.3f} | {opt(a.get('num@5'))} ({a.get('num_questions', 0)}) | "
+                     f"{opt(a.get('num@2000'))} |")
     return "\n".join(lines) + "\n"
 
 

@@ -13,6 +13,9 @@
   thousands commas and decimals ("$ 16,425", "(1,234.50)", "7.5%"), compared by value as written: commas, currency
   signs, signs and parentheses dropped, leading zeros and trailing decimal zeros removed ("16,425" = "16425",
   "2.50" = "2.5"). It asks whether the figures themselves reached the reader, not just the right document.
+* ``num@budget`` (``num@2000``): the same figures, looked for in the text a reader spends (as ``fact@budget``: hits
+  in rank order until ``budget`` characters are spent, the last one cut) of hits from a supporting document. num@5
+  can be bought with bigger chunks; at an equal reading budget it cannot.
 * ``hit chars``: mean length of the top 5 hits' text: what a reader spends per hit.
 
 Documents are matched by file name (evidence names ``X.pdf``; hits carry a path relative to the input root).
@@ -130,10 +133,14 @@ def fact_at_budget(hits: Sequence[RankedHit], evidence: Sequence[Evidence], budg
     return sum(scores) / len(scores) if scores else 0.0
 
 
+def _wanted_figures(evidence: Sequence[Evidence], answer: str) -> set[str]:
+    return figures(answer) if answer.strip() else set().union(*(figures(e.text) for e in evidence))
+
+
 def num_at_k(hits: Sequence[RankedHit], evidence: Sequence[Evidence], k: int = 5, answer: str = "") -> float | None:
     """Share of the answer's figures among the number tokens of the top ``k`` hits from a supporting document;
     None when the answer (or, without one, the evidence) holds no figure."""
-    wanted = figures(answer) if answer.strip() else set().union(*(figures(e.text) for e in evidence))
+    wanted = _wanted_figures(evidence, answer)
     if not wanted:
         return None
     docs = {doc_key(e.doc) for e in evidence}
@@ -141,6 +148,17 @@ def num_at_k(hits: Sequence[RankedHit], evidence: Sequence[Evidence], k: int = 5
     for h in hits[:k]:
         if doc_key(h.source) in docs:
             found |= figures(h.text)
+    return len(wanted & found) / len(wanted)
+
+
+def num_at_budget(hits: Sequence[RankedHit], evidence: Sequence[Evidence], budget: int = 2000,
+                  answer: str = "") -> float | None:
+    """Share of the answer's figures in the spent text (see :func:`spent_text_by_doc`) of supporting documents."""
+    wanted = _wanted_figures(evidence, answer)
+    if not wanted:
+        return None
+    spent = spent_text_by_doc(hits, budget)
+    found = set().union(*(figures(spent.get(d, "")) for d in {doc_key(e.doc) for e in evidence}))
     return len(wanted & found) / len(wanted)
 
 
@@ -159,19 +177,22 @@ class QuestionScore:
     page_at_5: float | None
     num_at_5: float | None = None
     hit_chars: float = 0.0
+    num_at_2000: float | None = None
 
 
 def score_question(qid: str, qtype: str, hits: Sequence[RankedHit], evidence: Sequence[Evidence],
                    answer: str = "") -> QuestionScore:
     return QuestionScore(qid, qtype, doc_at_k(hits, evidence, 5), mrr_at_k(hits, evidence, 10),
                          fact_at_budget(hits, evidence, 2000), page_at_k(hits, evidence, 5),
-                         num_at_k(hits, evidence, 5, answer), hit_chars(hits, 5))
+                         num_at_k(hits, evidence, 5, answer), hit_chars(hits, 5),
+                         num_at_budget(hits, evidence, 2000, answer))
 
 
 def aggregate(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
     n = len(scores)
     pages = [s.page_at_5 for s in scores if s.page_at_5 is not None]
     nums = [s.num_at_5 for s in scores if s.num_at_5 is not None]
+    nums_spent = [s.num_at_2000 for s in scores if s.num_at_2000 is not None]
     return {
         "questions": n,
         "doc@5": round(sum(s.doc_at_5 for s in scores) / n, 4) if n else 0.0,
@@ -179,6 +200,7 @@ def aggregate(scores: Sequence[QuestionScore]) -> dict[str, float | int | None]:
         "fact@2000": round(sum(s.fact_at_2000 for s in scores) / n, 4) if n else 0.0,
         "page@5": round(sum(pages) / len(pages), 4) if pages else None,
         "num@5": round(sum(nums) / len(nums), 4) if nums else None,
+        "num@2000": round(sum(nums_spent) / len(nums_spent), 4) if nums_spent else None,
         "num_questions": len(nums),
         "hit_chars": round(sum(s.hit_chars for s in scores) / n, 1) if n else 0.0,
     }
