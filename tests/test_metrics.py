@@ -1,7 +1,8 @@
 import pytest
 
 from chunker.eval.metrics import (Evidence, RankedHit, aggregate, aggregate_by_type, content_words, doc_at_k,
-                                  fact_at_budget, figures, hit_chars, mrr_at_k, num_at_k, page_at_k, score_question,
+                                  fact_at_budget, figures, hit_chars, mrr_at_k, num_at_budget, num_at_k, page_at_k,
+                                  score_question,
                                   spent_text_by_doc)
 
 EV = [Evidence("dir/Baggage.pdf", "Each passenger may carry 23 kg in Economy.")]
@@ -83,6 +84,20 @@ def test_num_at_k_counts_answer_figures_in_top_hits_of_supporting_documents():
     assert num_at_k([h("Other.pdf")] * 5 + [h("Q2.pdf", "16,425 18,765")], ev, 5) == 0.0
     # A question without figures does not count.
     assert num_at_k(hits, [Evidence("Q2.pdf", "The filing names the auditor.")], 5) is None
+
+
+def test_num_at_budget_reads_only_what_the_reading_budget_spends():
+    ev = [Evidence("Q2.pdf", "Net sales were $16,425.")]
+    # The figure sits 1,990 characters into the first hit: within 2,000 characters it is cut off.
+    long_hit = h("Q2.pdf", "x" * 1990 + " 16,425")
+    assert num_at_k([long_hit], ev, 5) == 1.0 and num_at_budget([long_hit], ev, 2000) == 0.0
+    # A short hit that carries it is read in full.
+    assert num_at_budget([h("Q2.pdf", "Net sales | Three Months Ended: 16,425")], ev, 2000) == 1.0
+    # Spent on another document's text, the budget finds nothing.
+    assert num_at_budget([h("Q1.pdf", "y" * 2000), h("Q2.pdf", "16,425")], ev, 2000) == 0.0
+    assert num_at_budget([h("Q2.pdf", "x")], [Evidence("Q2.pdf", "no figure here")], 2000) is None
+    agg = aggregate([score_question("1", "N", [h("Q2.pdf", "16,425")], ev)])
+    assert agg["num@2000"] == 1.0
 
 
 def test_aggregate_reports_num_at_5_over_numeric_questions_and_hit_chars():
