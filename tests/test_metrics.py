@@ -88,8 +88,8 @@ def test_num_at_k_counts_answer_figures_in_top_hits_of_supporting_documents():
 
 def test_num_at_budget_reads_only_what_the_reading_budget_spends():
     ev = [Evidence("Q2.pdf", "Net sales were $16,425.")]
-    # The figure sits 1,990 characters into the first hit: within 2,000 characters it is cut off.
-    long_hit = h("Q2.pdf", "x" * 1990 + " 16,425")
+    # The figure sits after 2,000 characters of the first hit: the budget is spent before it.
+    long_hit = h("Q2.pdf", "x" * 2000 + " 16,425")
     assert num_at_k([long_hit], ev, 5) == 1.0 and num_at_budget([long_hit], ev, 2000) == 0.0
     # A short hit that carries it is read in full.
     assert num_at_budget([h("Q2.pdf", "Net sales | Three Months Ended: 16,425")], ev, 2000) == 1.0
