@@ -16,7 +16,7 @@ The contract every converter writes, model or not:
 * Fenced code blocks (```) are one ``code`` element.
 
 This module is the contract's one home: its grammar (the patterns below), its writers (:func:`page_marker`,
-:func:`table_block`, :func:`figure_line`; every converter writes through them) and its parser.
+:func:`table_block`, :func:`figure_row_sentence`, :func:`figure_line`; every converter writes through them) and its parser.
 
 Element IDs are ``{doc_id}:{ordinal}``; ordinals restart per segment at ``segment_index * SEGMENT_STRIDE`` so
 segments parsed on different workers never collide and one document's IDs sort in reading order.
@@ -63,6 +63,32 @@ def table_block(rows: Iterable[str], continued: bool = False) -> list[str]:
     return [TABLE_CONTINUED if continued else TABLE_OPEN, *rows, TABLE_CLOSE]
 
 
+def figure_row_sentence(label_path: list[str], cells: list[tuple[list[str], str]], unit: str = "",
+                        unit_each: bool = False) -> str:
+    """A table row of figures as one sentence in which every figure carries its column path and unit:
+    ``Total net sales | Three Months Ended April 1, 2023 | $ in millions: 94,836; Three Months Ended ...``.
+
+    ``label_path``: the row label under its section labels, outermost first ("Operating expenses" > "Research and
+    development"); ``cells``: (column path top down, figure) per column, empty figures left out. The unit is
+    written once, after the row label, and holds for every figure of the row (``unit_each``: after every figure's
+    path instead, as in the example above; longer for the same facts)."""
+    label = " > ".join(p.strip().rstrip(":").strip() for p in label_path if p.strip().rstrip(":").strip())
+    unit = unit.strip()
+    if unit.startswith("(") and unit.endswith(")"):
+        unit = unit[1:-1].strip()
+    figs = []
+    for path, value in cells:
+        if not value.strip():
+            continue
+        head = " > ".join(p for p in path if p)
+        if unit and unit_each:
+            head = f"{head} | {unit}" if head else unit
+        figs.append(f"{head}: {value.strip()}" if head else value.strip())
+    lead = f"{label} | {unit}" if unit and not unit_each and label else (label or (unit if not unit_each else ""))
+    body = "; ".join(figs)
+    return f"{lead} | {body}" if lead and body else (lead or body)
+
+
 def figure_line(description: str, bbox: Iterable[float] | None = None) -> str:
     """A figure: its description (brackets made safe) and, where known, its box in PDF points."""
     text = (description or "Image").replace("]", ")").replace("[", "(")
@@ -101,6 +127,33 @@ def table_row_sentence(headers: list[str], cells: list[str]) -> str:
         head = headers[i] if i < len(headers) and headers[i] else f"Column {i + 1}"
         parts.append(f"{head}: {cell}")
     return "; ".join(parts) + ("." if parts and not parts[-1].endswith(".") else "")
+
+
+# A table's unit ("In millions, except per share data", "$ million", "(000s)").
+UNIT = re.compile(r"\b(?:thousands|millions?|billions?|mn|bn|000s?)\b|\bper\s+share\b", re.I)
+# A figure as tables print it: sign, currency, digits with separators, decimals, parentheses, percent, a footnote
+# star; or a dash / "n/m" standing for an empty value.
+_FIGURE_CELL = re.compile(r"^[(\[]?[-–—−+]?[$€£¥₹]?\s?[-–—−]?\(?\d[\d,]*(?:\.\d+)?\)?\s?(?:%|pts?|bps|x)?[)\]]?\*?$"
+                     r"|^(?:[-–—−]{1,2}|n/?[am]|nm|\*)$", re.I)
+
+
+def is_figure(text: str) -> bool:
+    return bool(_FIGURE_CELL.match(text.strip()))
+
+
+def row_labelled(headers: list[str], rows: list[list[str]]) -> bool:
+    """A table of figures with row labels: the first column has no header of its own (empty, a unit, or a
+    placeholder), holds words on most rows, and at least half of the other filled cells are figures. Its rows are
+    written label first, each figure with its column header (see :func:`figure_row_sentence`)."""
+    if len(headers) < 2 or not rows:
+        return False
+    stub = headers[0].strip()
+    if stub and not UNIT.search(stub) and not re.fullmatch(r"Column 1", stub):
+        return False
+    labels = sum(1 for r in rows if r and r[0].strip() and not is_figure(r[0]))
+    rest = [c.strip() for r in rows for c in r[1:] if c.strip()]
+    figs = sum(1 for c in rest if is_figure(c))
+    return labels >= 0.8 * len(rows) and bool(rest) and figs >= 0.5 * len(rest)
 
 
 class _Scanner:
@@ -188,12 +241,20 @@ class _Scanner:
         headers = _split_pipe_row(lines[i])
         group = self._new_table_group(False)
         i += 2
+        body: list[list[str]] = []
         while i < len(lines) and lines[i].strip().startswith("|"):
-            cells = _split_pipe_row(lines[i])
-            sentence = table_row_sentence(headers, cells)
+            body.append(_split_pipe_row(lines[i]))
+            i += 1
+        labelled = row_labelled(headers, body)
+        for cells in body:
+            if labelled:
+                stub = headers[0].strip() if headers else ""
+                sentence = figure_row_sentence([cells[0]], [([h], v) for h, v in zip(headers[1:], cells[1:])],
+                                               stub if UNIT.search(stub) else "")
+            else:
+                sentence = table_row_sentence(headers, cells)
             if sentence:
                 self.blocks.append(_Block("table_row", sentence, self.page, self.page, group=group))
-            i += 1
         return i
 
     def _figure(self, lines: list[str], i: int, m: re.Match[str]) -> int:

@@ -128,13 +128,14 @@ def _statement(tmp_path: Path) -> str:
 def test_financial_statement_headers_currency_and_totals(tmp_path: Path) -> None:
     md = _statement(tmp_path)
     rows = _rows(md)
-    # Spanning period headers reach every column; the "$" column joins its figure instead of shifting values.
-    assert ("Column 1: Net sales; Three Months Ended June 30, 2024: $16,425; Three Months Ended June 30, 2023: "
-            "$18,765; Six Months Ended June 30, 2024: $26,425; Six Months Ended June 30, 2023: $38,765.") in rows, rows
-    assert any(r.startswith("Column 1: Interest expense; Three Months Ended June 30, 2024: (412);") for r in rows)
-    # A section label is a row of its own, not glued to the total above it.
-    assert "Column 1: Other items:." in rows and any(r.startswith("Column 1: Gross profit;") for r in rows)
-    assert "Column 1: Total debt; June 30, 2024: $49,046; December 31, 2023: $42,051." in rows
+    # Spanning period headers reach every column; the "$" column joins its figure instead of shifting values. The
+    # row label leads the row (a table of figures has no header over its labels).
+    assert ("Net sales | Three Months Ended June 30, 2024: $16,425; Three Months Ended June 30, 2023: $18,765; "
+            "Six Months Ended June 30, 2024: $26,425; Six Months Ended June 30, 2023: $38,765") in rows, rows
+    # A section label goes over the rows below it, and is never glued to the total above it.
+    assert any(r.startswith("Other items > Interest expense | Three Months Ended June 30, 2024: (412);") for r in rows)
+    assert any(r.startswith("Gross profit | ") for r in rows)
+    assert "Total debt | June 30, 2024: $49,046; December 31, 2023: $42,051" in rows
     # Totals are rows, never headings; no data row labels the others; the prose is not a heading either.
     heads = [t for _, t in _headings(md)]
     assert heads == ["Condensed Consolidated Statements of Operations", "Note 6. Debt"], heads

@@ -9,12 +9,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from chunker.convert.pdf_text.aligned import AlignedTable, BodyRow, Column, split_label
 from chunker.convert.pdf_text.cells import DIGITS, YEAR_OR_DATE
+from chunker.convert.pdf_text.colheads import Section, label_paths
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
-from chunker.contract import figure_line, table_block, table_row_sentence
+from chunker.contract import figure_line, figure_row_sentence, table_block, table_row_sentence
 
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
@@ -25,10 +27,42 @@ _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
 
 @dataclass
+class OpenAligned:
+    """An aligned-figure table open at a page end: what its continuation on the next page inherits."""
+
+    columns: list[Column]
+    unit: str
+    sections: list[Section]
+    stub: list[str] = field(default_factory=list)  # its text columns' headers (see AlignedTable.stub)
+    text_cuts: list[float] = field(default_factory=list)
+
+
+def _same_columns(a: list[Column], b: list[Column], tol: float = 12.0) -> bool:
+    return len(a) == len(b) and all(abs(x.right - y.right) <= tol for x, y in zip(a, b))
+
+
+def _relabel(row: BodyRow, cuts: list[float], size: float) -> BodyRow:
+    parts = split_label(row.segs, cuts, size)
+    return BodyRow(parts[0], row.values, row.indent, row.row, parts[1:], row.segs)
+
+
+def _inherit(columns: list[Column], before: list[Column], tol: float = 12.0) -> list[Column] | None:
+    """``columns`` with the paths of the columns of ``before`` they line up with, or None unless every one does."""
+    out = []
+    for c in columns:
+        match = [b for b in before if abs(b.right - c.right) <= tol and b.path]
+        if not match:
+            return None
+        out.append(Column(c.right, c.left, list(min(match, key=lambda b: abs(b.right - c.right)).path)))
+    return out
+
+
+@dataclass
 class FlowState:
     heading_path: list[tuple[int, str]] = field(default_factory=list)
     table_header: list[str] = field(default_factory=list)  # header of a table still open at the last page end
     table_columns: list[float] = field(default_factory=list)  # that table's column lefts (its layout)
+    aligned: OpenAligned | None = None  # an aligned-figure table open at the last page end
     keep_hard_hyphens: bool = False  # the document marks hyphenation with soft hyphens: a '-' at line end is real
 
     def push_heading(self, level: int, text: str) -> None:
@@ -130,6 +164,7 @@ class PageWriter:
         self.right = max((ln.x1 for ln in body), default=page.width)
         self.left = min((ln.x0 for ln in body), default=0.0)
         self.last_was_open_table = False
+        self.last_aligned: OpenAligned | None = None  # the aligned table written last on this page
         self.ends_open = self.starts_lower = False  # set by render(): see join_split_paragraph
 
     # -- blocks -------------------------------------------------------------------------------------------
@@ -180,8 +215,36 @@ class PageWriter:
         else:
             lines = [pipe_row(header), "|" + "---|" * len(header)] + [pipe_row(r) for r in rows if any(r)]
         self._emit("\n".join(lines))
+        self.state.aligned = None
         self.state.table_header = header if t.at_bottom else []
         self.state.table_columns = t.columns if t.at_bottom else []
+        self.last_was_open_table = t.at_bottom
+
+    def aligned(self, t: AlignedTable) -> None:
+        """Rows of figures as sentences, each figure with its column path. A table at the top of the page whose
+        columns line up with the one open at the end of the page before continues it, and its open section
+        labels; without a header of its own a table takes the paths, unit and text columns of the table just
+        before it (on this page, or open at the end of the last one) when its columns line up with that one's."""
+        carried = self.state.aligned
+        continued = carried is not None and t.at_top and not self.out and _same_columns(carried.columns, t.columns)
+        columns, unit, stub, rows = t.columns, t.unit, t.stub, t.rows
+        before = self.last_aligned or carried
+        if not t.header_found and before is not None:
+            inherited = _inherit(t.columns, before.columns)
+            if inherited is not None:
+                columns, unit, stub = inherited, t.unit or before.unit, before.stub
+                rows = [_relabel(r, before.text_cuts, self.stats.body_size) for r in rows] if before.text_cuts else rows
+        paths, still_open = label_paths(rows, carried.sections if continued and carried is not None else None)
+        sentences = []
+        for path, r in paths:
+            label = f"{stub[0]}: {r.label}" if stub and stub[0] and r.label else r.label
+            cells = [([h], v) for h, v in zip(stub[1:], r.texts)] + [(c.path, v) for c, v in zip(columns, r.values)]
+            sentences.append(figure_row_sentence(path + ([label] if label else []), cells, unit))
+        self._emit("\n".join(table_block([s for s in sentences if s], continued=continued)))
+        self.state.table_header, self.state.table_columns = [], []
+        self.last_aligned = OpenAligned(columns, unit, still_open, stub,
+                                        t.text_cuts if t.header_found or before is None else before.text_cuts)
+        self.state.aligned = self.last_aligned if t.at_bottom else None
         self.last_was_open_table = t.at_bottom
 
     def figure(self, f: Figure) -> None:
@@ -266,9 +329,10 @@ class PageWriter:
         self.block = _Block("para", [first], line.x0, line)
         self.last_was_open_table = False
 
-    def render(self, tables: list[Table], figures: list[Figure]) -> str:
-        objects: list[tuple[float, Table | Figure]] = sorted(
-            [(t.bbox[1], t) for t in tables] + [(f.bbox[1], f) for f in figures], key=lambda o: o[0]
+    def render(self, tables: list[Table], figures: list[Figure], aligned: list[AlignedTable] | None = None) -> str:
+        objects: list[tuple[float, Table | Figure | AlignedTable]] = sorted(
+            [(t.bbox[1], t) for t in tables] + [(f.bbox[1], f) for f in figures]
+            + [(t.bbox[1], t) for t in aligned or []], key=lambda o: o[0]
         )
         lines = [(i, ln) for i, ln in enumerate(self.page.lines) if i not in self.skip]
         k = 0
@@ -283,14 +347,16 @@ class PageWriter:
             self._object(obj)
         self._flush()
         if not self.last_was_open_table:
-            self.state.table_header, self.state.table_columns = [], []
+            self.state.table_header, self.state.table_columns, self.state.aligned = [], [], None
         kept = [(k, s) for k, s in zip(self.kinds, self.out) if s.strip()]
         self.ends_open = bool(kept) and kept[-1][0] == "para" and not _SENTENCE_END.search(kept[-1][1])
         self.starts_lower = bool(kept) and kept[0][0] == "para" and kept[0][1][:1].islower()
         return "\n\n".join(s for _, s in kept)
 
-    def _object(self, obj: Table | Figure) -> None:
-        if isinstance(obj, Table):
+    def _object(self, obj: Table | Figure | AlignedTable) -> None:
+        if isinstance(obj, AlignedTable):
+            self.aligned(obj)
+        elif isinstance(obj, Table):
             self.table(obj)
         else:
             self.figure(obj)

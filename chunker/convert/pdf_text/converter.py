@@ -17,7 +17,9 @@ from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page,
 from chunker.convert.pdf_text.furniture import furniture_lines, toc_lines
 from chunker.convert.pdf_text.headings import FontStats, font_stats
 from chunker.convert.pdf_text.ocr import PageOcr
-from chunker.convert.pdf_text.tables import Table, find_tables, page_rules, pipe_row
+from chunker.convert.pdf_text.aligned import AlignedTable
+from chunker.convert.pdf_text.colheads import find_aligned_tables
+from chunker.convert.pdf_text.tables import Rules, Table, find_tables, page_rules, pipe_row
 from chunker.convert.pdf_text.textlayer import SOFT_HYPHENS, PageText, read_page
 from chunker.convert.render import PDFIUM_LOCK
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob
@@ -30,7 +32,9 @@ _PDFIUM_LOCK = PDFIUM_LOCK  # one lock for every pdfium user in the process (ren
 class _Page:
     number: int
     text: PageText | None = None
+    rules: Rules | None = None
     tables: list[Table] = field(default_factory=list)
+    aligned: list[AlignedTable] = field(default_factory=list)
     figures: list[Figure] = field(default_factory=list)
     skip: set[int] = field(default_factory=set)
     error: str = ""
@@ -146,10 +150,8 @@ class PdfTextConverter:
             finally:
                 pdf_page.close()
         if scan is None:
-            page = _Page(n, text=text)
+            page = _Page(n, text=text, rules=rules)
             page.figures = find_figures(text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
-            if rules is not None and rules.horizontal:
-                page.tables = find_tables(text, rules, 0.0)
             return page
         # A scanned page: the recogniser runs without the pdfium lock. Scans (a full-page image) are the text, not a
         # figure, and have no ruled tables to read.
@@ -159,27 +161,36 @@ class PdfTextConverter:
             return _Page(n, text=text, error=f"OCR failed: {exc}")
 
     def _prepare(self, pages: dict[int, _Page], state: FlowState) -> FontStats:
-        """Segment-wide decisions: font statistics, furniture, TOC; then the per-page skip sets."""
+        """Segment-wide decisions: furniture and TOC first (they never enter a table), then tables (aligned
+        figures, then ruled ones), font statistics without table text; then the per-page skip sets."""
         texts = [p.text for p in pages.values() if p.text is not None and not p.text.ocr]
-        stats = font_stats(texts, {p.number: set().union(*(t.lines for t in p.tables)) for p in pages.values()
-                                   if p.tables})
         state.keep_hard_hyphens = any(any(ln.soft_end for ln in t.lines) for t in texts)
         texts_all = [p.text for p in pages.values() if p.text is not None]
-        furniture = furniture_lines(texts_all, self.opts.drop_repeated_lines, stats.body_size)
+        furniture = furniture_lines(texts_all, self.opts.drop_repeated_lines, font_stats(texts).body_size)
         for page in pages.values():
             if page.text is None:
                 continue
             skip = set(furniture.get(page.number, set()))
             if self.opts.skip_toc and not page.text.ocr:
                 skip |= toc_lines(page.text, skip)
-            # Tables were found before furniture was known: re-judge where they sit on the page without it.
-            if page.tables:
-                page.tables = _rejudge(page.text, page.tables, skip, stats)
-            for t in page.tables:
-                skip |= t.lines
-            for f in page.figures:
-                skip |= f.caption_lines
+            if self.opts.tables and not page.text.ocr:
+                page.aligned = find_aligned_tables(page.text, skip)
+                taken = skip.union(*(t.lines for t in page.aligned))
+                if page.rules is not None and page.rules.horizontal:
+                    page.tables = find_tables(page.text, page.rules, 0.0, ignore=skip, taken=taken,
+                                              claimed=[t.bbox for t in page.aligned])
             page.skip = skip
+        stats = font_stats(texts, {p.number: set().union(*(t.lines for t in p.tables), *(t.lines for t in p.aligned))
+                                   for p in pages.values() if p.tables or p.aligned})
+        for page in pages.values():
+            if page.text is None:
+                continue
+            if page.tables:
+                page.tables = _rejudge(page.text, page.tables, page.skip, stats)
+            for t in [*page.tables, *page.aligned]:
+                page.skip |= t.lines
+            for f in page.figures:
+                page.skip |= f.caption_lines
         return stats
 
     def _markdown(self, pages: dict[int, _Page], numbers: list[int], stats: FontStats, state: FlowState) -> str:
@@ -193,7 +204,7 @@ class PdfTextConverter:
                 prev = None
                 continue
             writer = PageWriter(page.text, stats, state, page.skip)
-            body = writer.render(page.tables, page.figures)
+            body = writer.render(page.tables, page.figures, page.aligned)
             if not body:
                 prev = None
                 continue

@@ -230,14 +230,19 @@ def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
     return False
 
 
-def find_tables(page: PageText, rules: Rules, body_size: float, ignore: set[int] | None = None) -> list[Table]:
-    """Tables of one page, top to bottom; ``ignore``: furniture lines (not content for at_top/at_bottom)."""
+def find_tables(page: PageText, rules: Rules, body_size: float, ignore: set[int] | None = None,
+                taken: set[int] | None = None,
+                claimed: list[tuple[float, float, float, float]] | None = None) -> list[Table]:
+    """Tables of one page, top to bottom; ``ignore``: furniture lines (not content for at_top/at_bottom);
+    ``taken``: lines that are not table text here (furniture, tables of aligned figures found before);
+    ``claimed``: boxes of tables found before: the rules running through one are that table's ruling, so a stack
+    is cut there and the lines it leaves (a title above the figures) never join the rows below."""
     if not rules.horizontal or not page.lines:
         return []
     centres = [((ln.y0 + ln.y1) / 2, (ln.x0 + ln.x1) / 2) for ln in page.lines]
-    taken: set[int] = set()
+    taken = set(taken or ())
     tables: list[Table] = []
-    for stack in _stacks(rules.horizontal):
+    for stack in (part for whole in _stacks(rules.horizontal) for part in _outside(whole, claimed or [])):
         x0, x1 = min(r[0] for r in stack), max(r[1] for r in stack)
         ys = [r[2] for r in stack]
         if len(ys) == 1:
@@ -265,11 +270,28 @@ def find_tables(page: PageText, rules: Rules, body_size: float, ignore: set[int]
                 taken |= table.lines
                 tables.append(table)
     tables.sort(key=lambda t: t.bbox[1])
+    tables = [t for t in tables if t.lines]
     content = [i for i in range(len(page.lines)) if i not in (ignore or set())]
     for t in tables:
         t.at_top = all(centres[i][0] >= t.bbox[1] for i in content if i not in t.lines)
         t.at_bottom = all(centres[i][0] <= t.bbox[3] for i in content if i not in t.lines)
     return tables
+
+
+def _outside(stack: list[tuple[float, float, float]], claimed: list[tuple[float, float, float, float]]
+             ) -> list[list[tuple[float, float, float]]]:
+    """A stack of rules cut where it runs through a table found before (its rules are that table's ruling): the
+    runs of rules above, between and below such tables, each a stack of its own."""
+    parts: list[list[tuple[float, float, float]]] = [[]]
+    for r in stack:
+        inside = any(box[1] - 2 <= r[2] <= box[3] + 2 and min(r[1], box[2]) - max(r[0], box[0]) > 0
+                     for box in claimed)
+        if inside:
+            if parts[-1]:
+                parts.append([])
+        else:
+            parts[-1].append(r)
+    return [p for p in parts if p]
 
 
 def _single_rule_extent(page: PageText, x0: float, x1: float, y: float) -> list[float] | None:

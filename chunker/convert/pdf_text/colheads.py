@@ -1,0 +1,349 @@
+"""An aligned-figure table's header, columns and rows (see :mod:`chunker.convert.pdf_text.aligned`).
+
+The header is read upwards from the first figure row: label-only rows in the label column first (section labels
+of the body), then header rows, whose every label lines up with the columns (a label spilling into the row-label
+column, or a single line centred on the page over one column of several, is a title, and ends the header). A
+header label belongs to every column whose figures it covers; labels stacked over the same columns are one
+label ("December 2," over "2022"); labels over different column sets are levels of the columns' paths, the wider
+first ("Years Ended" > "December 2, 2022").
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from chunker.contract import UNIT
+from chunker.convert.pdf_text.aligned import (AlignedTable, BodyRow, Column, Row, Seg, column_index, columns_of,
+                                              find_regions, is_year, read_cells, split_label, visual_rows)
+from chunker.convert.pdf_text.textlayer import PageText
+
+_DATEISH = re.compile(r"^(?:fy\s?)?(?:19|20)\d{2}\b|^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d"
+                      r"|^\d{1,2}[/.]\d{1,2}[/.]\d{2,4}$|^\d{1,2},?\s+(?:19|20)\d{2}\b|^q[1-4]\b", re.I)
+_OPEN_END = re.compile(r"(?:,|\bended|\bending|\bof|\bat|\bas of|\bfor|\bthe|\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|"
+                       r"sept|oct|nov|dec)[a-z]*\.?)$", re.I)
+_CONNECTIVE_END = re.compile(r"(?:,|-|\band|\bor|\bof|\bto|\bfor|\bthe|\bin|\bfrom|\bon|\bwith|\bby|\bat|\bnet of)$",
+                             re.I)
+_MAX_HEADER_ROWS = 6
+
+
+def is_unit(text: str) -> bool:
+    return len(text) <= 90 and bool(UNIT.search(text))
+
+
+def unit_text(text: str) -> str:
+    """"(In millions, except per share data)" -> "In millions, except per share data"."""
+    t = text.strip()
+    return t[1:-1].strip() if t.startswith("(") and t.endswith(")") else t
+
+
+def find_aligned_tables(page: PageText, skip: set[int]) -> list[AlignedTable]:
+    """Aligned-figure tables of one page, top to bottom (``skip``: furniture and TOC lines, never table text). A
+    single column of figures without a header is left to the prose (a list of page references, a footnote run)
+    unless it opens the page, where it may go on from a table on the page before."""
+    rows = visual_rows(page, skip)
+    tables = [build_table(rows, a, b, page.width) for a, b in find_regions(rows)]
+    content = [i for i in range(len(page.lines)) if i not in skip]
+    for t in tables:
+        mids = [(page.lines[i].y0 + page.lines[i].y1) / 2 for i in content if i not in t.lines]
+        t.at_top = all(m >= t.bbox[1] for m in mids)
+        t.at_bottom = all(m <= t.bbox[3] for m in mids)
+    # One column of figures without a header is a table only where it may go on from the page before.
+    return [t for t in tables if len(t.columns) >= 2 or t.header_found or t.at_top]
+
+
+def build_table(rows: list[Row], first: int, last: int, page_width: float) -> AlignedTable:
+    """The table whose figure rows run from ``rows[first]`` to ``rows[last]``, its header read from above."""
+    body = rows[first:last + 1]
+    cells = [read_cells(r) for r in body]
+    size = sorted(r.size for r in body)[len(body) // 2] or 8.0
+    columns = columns_of(cells, tol=max(4.0, 0.9 * size))
+    label_x0 = min((c.label_x0 for c in cells if c.label), default=min(col.left for col in columns))
+    fig_left = min(col.left for col in columns)
+    label_right = max((c.label_x1 for c in cells if c.label), default=fig_left - 1.5 * size)
+    # Label-only rows just above the first figure row are the body's own section labels ("Revenue:").
+    top = first
+    while top > 0 and first - top < 2:
+        r = rows[top - 1]
+        c = read_cells(r)
+        if c.figures or c.mixed or r.x1 > fig_left - 0.5 * size or r.x0 < label_x0 - 2 * size \
+                or is_unit(r.text) or body[0].y0 - r.y1 > 2.6 * size:
+            break
+        top -= 1
+    head, unit, head_top = _header(rows, top, columns, label_right, fig_left, size, page_width)
+    if not unit:
+        unit = _unit_above(rows, head_top, size)
+    stub = _stub_columns(head, fig_left, size)
+    table_rows = rows[top:last + 1]
+    out_rows = _body_rows(table_rows, columns, [x for x, _ in stub[1:]], size)
+    lines = set().union(*(r.lines for r in table_rows), *(r.lines for r in head))
+    every = table_rows + head
+    bbox = (min(r.x0 for r in every), min(r.y0 for r in every), max(r.x1 for r in every),
+            max(r.y1 for r in every))
+    return AlignedTable(bbox, columns, out_rows, lines, unit, [t for _, t in stub], [x for x, _ in stub[1:]],
+                        bool(head))
+
+
+def _header(rows: list[Row], top: int, columns: list[Column], label_right: float, fig_left: float, size: float,
+            page_width: float) -> tuple[list[Row], str, int]:
+    """(header rows, unit written in the header's stub, index of the topmost header row). ``label_right``: where
+    the body's row labels end; a header label reaching left of it is a title or a sentence, not a header."""
+    head: list[Row] = []
+    unit = ""
+    k = top - 1
+    below = rows[top].y0 if top < len(rows) else 0.0
+    while k >= 0 and len(head) < _MAX_HEADER_ROWS:
+        r = rows[k]
+        if below - r.y1 > 2.2 * max(r.size, 4):
+            break
+        c = read_cells(r)
+        if c.numeric and not all(is_year(f.text) for f in c.figures):
+            break  # figures: another table's row
+        stub = [s for s in r.segs if s.x1 < fig_left - 0.5 * size]
+        over = [s for s in r.segs if s not in stub]
+        if any(s.x0 < label_right + 0.5 * size for s in over):
+            break  # a title or a sentence running from the label column into the columns
+        if stub and not over:
+            if is_unit(r.text) and head:
+                unit = unit or unit_text(r.text)
+                head.append(r)
+                below, k = r.y0, k - 1
+                continue
+            break
+        if not over or not all(_covered(columns, s) for s in over):
+            break
+        if len(over) == 1 and len(_covered(columns, over[0])) < len(columns) \
+                and abs((over[0].x0 + over[0].x1) / 2 - page_width / 2) < 0.02 * page_width \
+                and len(columns) > 1:
+            break  # one label centred on the page over some of the columns: a title such as "(Unaudited)"
+        if stub and is_unit(" ".join(s.text for s in stub)):
+            unit = unit or unit_text(" ".join(s.text for s in stub))
+        if not head:
+            r.segs = stub + [p for s in over for p in _per_column(columns, s)]
+        head.append(r)
+        below, k = r.y0, k - 1
+    if head:
+        _paths(head, columns, fig_left, size)
+    return head, unit, k + 1
+
+
+def _covered(columns: list[Column], s: Seg) -> list[int]:
+    """Columns a header label sits over: those it overlaps by half of its own or of the column's width, or the
+    nearest one when it sits between columns."""
+    width = s.x1 - s.x0
+    got = [k for k, c in enumerate(columns) if c.overlap(s.x0, s.x1) >= 0.5 * min(width, c.right - c.left)]
+    if not got:
+        mid = (s.x0 + s.x1) / 2
+        k = min(range(len(columns)), key=lambda j: abs((columns[j].left + columns[j].right) / 2 - mid))
+        spacing = _spacing(columns)
+        return [k] if abs((columns[k].left + columns[k].right) / 2 - mid) < 0.6 * spacing else []
+    return got
+
+
+def _per_column(columns: list[Column], s: Seg) -> list[Seg]:
+    """A label of the header row just above the figures that covers several columns, cut into one label per
+    column where words end in the gutters between them (that row labels single columns: dates, years)."""
+    cov = _covered(columns, s)
+    out = [s]
+    for k in cov[:-1]:
+        gutter = (columns[k].right + columns[k + 1].left) / 2
+        last = out[-1]
+        cut = last.split_at(gutter, slack=max(3.0, (columns[k + 1].left - columns[k].right) / 2 + 4.0))
+        if cut is not None:
+            out[-1:] = list(cut)
+    return out
+
+
+def _stub_columns(head: list[Row], fig_left: float, size: float) -> list[tuple[float, str]]:
+    """(left x, header) of the text columns left of the figures, from the header's labels there that are not the
+    unit; labels starting within two ems of each other are one column's header over several lines."""
+    segs = sorted((s for r in head for s in r.segs if s.x1 < fig_left - 0.5 * size and not is_unit(s.text)),
+                  key=lambda s: s.x0)
+    cols: list[tuple[float, list[str]]] = []
+    for s in segs:
+        if cols and s.x0 - cols[-1][0] < 2 * size:
+            cols[-1][1].append(s.text.strip())
+        else:
+            cols.append((s.x0, [s.text.strip()]))
+    return [(x, " ".join(t)) for x, t in cols]
+
+
+def _spacing(columns: list[Column]) -> float:
+    if len(columns) < 2:
+        return 80.0
+    return (columns[-1].right - columns[0].right) / (len(columns) - 1)
+
+
+@dataclass
+class _Label:
+    text: str
+    x0: float
+    x1: float
+    top: float
+    bottom: float
+    size: float
+
+    def overlap(self, other: "_Label") -> float:
+        return max(0.0, min(self.x1, other.x1) - max(self.x0, other.x0))
+
+
+def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, size: float) -> list[_Label]:
+    """Header labels over the columns, a label wrapped over lines joined: the line below one label, close under it
+    (less than half a line apart), over the same columns, with no sibling beside it under the same label ("EPS" /
+    "(Diluted" / "US cents)"); a label over more columns, or with two or more under it, spans them instead ("Three
+    Months Ended" over "July 2, 2023" and "July 3, 2022")."""
+    pieces = sorted((_Label(s.text.strip(), s.x0, s.x1, r.y0, r.y1, max(r.size, 4)) for r in head for s in r.segs
+                     if s.x1 >= fig_left - 0.5 * size and s.text.strip()), key=lambda p: (p.top, p.x0))
+
+    def cover(lab: _Label) -> list[int]:
+        return _covered(columns, Seg(lab.text, lab.x0, lab.x1, -1))
+
+    merged: list[_Label] = []
+    for p in pieces:
+        above = [m for m in merged if m.overlap(p) >= 0.5 * min(m.x1 - m.x0, p.x1 - p.x0)
+                 and -0.3 * p.size <= p.top - m.bottom <= 0.5 * p.size and cover(m) == cover(p)]
+        if len(above) == 1:
+            m = above[0]
+            beside = [q for q in pieces if q is not p and abs(q.top - p.top) < 0.5 * p.size
+                      and m.overlap(q) > 0.3 * (q.x1 - q.x0)]
+            if not beside:
+                m.text, m.x0, m.x1, m.bottom = f"{m.text} {p.text}", min(m.x0, p.x0), max(m.x1, p.x1), p.bottom
+                continue
+        merged.append(p)
+    return merged
+
+
+def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float) -> None:
+    """Each column's path, top down. Labels ending on one line form a level (column labels are set on the line
+    above the figures, spanning labels above them). A level with a label for every column gives each its own
+    column; a level with fewer labels than columns spans: each column takes the label nearest to it."""
+    labels = _stacked_labels(head, columns, fig_left, size)
+    levels: list[list[_Label]] = []
+    for lab in sorted(labels, key=lambda lab: -lab.bottom):
+        # Stacked labels end a little off the line the single-line ones sit on: within three quarters of a line.
+        if levels and abs(levels[-1][0].bottom - lab.bottom) < 0.75 * lab.size:
+            levels[-1].append(lab)
+        else:
+            levels.append([lab])
+    spacing = _spacing(columns)
+    paths: list[list[str]] = [[] for _ in columns]
+    for n, level in enumerate(levels):
+        spans = n > 0 and len(level) < len(columns)
+        for k, col in enumerate(columns):
+            best = None
+            for lab in level:
+                seg = Seg(lab.text, lab.x0, lab.x1, -1)
+                gap = max(0.0, col.left - lab.x1, lab.x0 - col.right)
+                if spans:
+                    mid = abs((lab.x0 + lab.x1) / 2 - (col.left + col.right) / 2)
+                    if gap < spacing and (best is None or (gap, mid) < best[0]):
+                        best = ((gap, mid), lab)
+                elif k in _covered(columns, seg) and (best is None or col.overlap(lab.x0, lab.x1) > best[0][0]):
+                    best = ((col.overlap(lab.x0, lab.x1), 0.0), lab)
+            if best is not None:
+                paths[k].insert(0, best[1].text)
+    for col, path in zip(columns, paths):
+        out: list[str] = []
+        for label in path:
+            if out and (_DATEISH.match(label) or _OPEN_END.search(out[-1])):
+                out[-1] = f"{out[-1]} {label}"
+            else:
+                out.append(label)
+        col.path = out
+
+
+def _unit_above(rows: list[Row], head_top: int, size: float) -> str:
+    """A unit written on its own line just above the header ("(In millions, except per share data)")."""
+    k = head_top - 1
+    below = rows[head_top].y0 if head_top < len(rows) else 0.0
+    for _ in range(3):
+        if k < 0 or below - rows[k].y1 > 3.0 * max(rows[k].size, 4):
+            return ""
+        # A unit line stands alone and short ("(In millions, except per share data)"); a sentence of the prose
+        # above that names the unit is not one.
+        text = rows[k].text.strip()
+        if is_unit(text) and len(text) <= 60 and not text.endswith(".") and not read_cells(rows[k]).numeric:
+            return unit_text(text)
+        below, k = rows[k].y0, k - 1
+    return ""
+
+
+def _body_rows(rows: list[Row], columns: list[Column], text_cuts: list[float], size: float) -> list[BodyRow]:
+    """Rows with their values by column, and their label split into the text columns starting at ``text_cuts``.
+    A label-only row that wraps onto the next row's label (the next label starts lower case, or this one ends on
+    a connective) is joined to it, column by column."""
+    cells = [read_cells(r) for r in rows]
+    out: list[BodyRow] = []
+    carry: list[Seg] = []  # a wrapped label's first lines
+    indent = 0.0
+    for k, (r, c) in enumerate(zip(rows, cells)):
+        if not carry:
+            indent = c.label_x0
+        segs = carry + c.label_segs
+        if not c.figures:
+            nxt = cells[k + 1] if k + 1 < len(cells) else None
+            if nxt is not None and nxt.figures and (_CONNECTIVE_END.search(c.label) or
+                                                    (nxt.label[:1].islower()) or not nxt.label):
+                carry = segs
+                continue
+            parts = split_label(segs, text_cuts, size)
+            out.append(BodyRow(parts[0], [], indent, r, parts[1:], segs))
+            carry = []
+            continue
+        values = [""] * len(columns)
+        for f in c.figures:
+            j = column_index(columns, f)
+            values[j] = f"{values[j]} {f.text}".strip()
+        parts = split_label(segs, text_cuts, size)
+        carry = []
+        out.append(BodyRow(parts[0], values, indent if segs else columns[0].left, r, parts[1:], segs))
+    return out
+
+
+@dataclass
+class Section:
+    """A section label open over the rows below it."""
+
+    indent: float
+    label: str
+    indented: bool = False  # its rows sit deeper than it (the table shows sections by indentation)
+    bold: bool | None = None  # its first row's weight (a flat table's next row of another weight leaves it)
+
+
+def label_paths(rows: list[BodyRow], sections: list[Section] | None = None
+                ) -> tuple[list[tuple[list[str], BodyRow]], list[Section]]:
+    """Each figure row with the section labels above it, outermost first, and the sections still open at the end.
+
+    A label-only row opens a section; it closes at a sibling label (same indent; an ALL-CAPS label stays over a
+    regular one), at a row set left of it, at a row at its own indent once its rows were indented deeper (a table
+    that indents its sections' rows), at a row of another weight than its first row in a table that does not
+    indent (a bold grand total after regular rows), and right after a row whose label starts "Total" (a total is
+    a row of its section, never a heading). ``sections``: those open where the table continues from the page
+    before.
+    """
+    stack = [Section(s.indent, s.label, s.indented, s.bold) for s in (sections or [])]
+    out: list[tuple[list[str], BodyRow]] = []
+    tol = 2.0
+    for r in rows:
+        if not any(r.values):
+            while stack and stack[-1].indent >= r.indent - tol \
+                    and not (stack[-1].label.isupper() and not r.label.isupper()):
+                stack.pop()
+            stack.append(Section(r.indent, r.label))
+            continue
+        while stack:
+            top = stack[-1]
+            level = abs(r.indent - top.indent) <= tol
+            if r.indent < top.indent - tol or (level and top.indented) \
+                    or (level and top.bold is not None and top.bold != r.row.bold):
+                stack.pop()
+            else:
+                break
+        if stack:
+            stack[-1].indented = stack[-1].indented or r.indent > stack[-1].indent + tol
+            if stack[-1].bold is None:
+                stack[-1].bold = r.row.bold
+        out.append(([s.label for s in stack], r))
+        if stack and r.label.lower().startswith("total"):
+            stack.pop()
+    return out, stack

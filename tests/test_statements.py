@@ -1,0 +1,151 @@
+"""Tables of aligned figures on the text-layer path: column paths (spanning header > date > unit), row-label
+sections, totals, continuation over a page break, running furniture kept out, and the document's identity.
+
+Material: a generated 10-Q-like statement (tests/statement_pdf.py) and hand-built rows for the header rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from chunker.config import Config
+from chunker.contract import figure_row_sentence, parse_markdown, row_labelled
+from chunker.convert.pdf_text.aligned import BodyRow, Column, Row, Seg
+from chunker.convert.pdf_text.colheads import _paths, label_paths
+from chunker.intake.identity import document_identity
+from chunker.run.local import process_document_async
+from statement_pdf import write_statement
+
+
+@pytest.fixture(scope="module")
+def statement(tmp_path_factory: pytest.TempPathFactory):  # noqa: ANN201 - DocumentResult
+    pdf = write_statement(tmp_path_factory.mktemp("stmt") / "acme-q2.pdf")
+    return asyncio.run(process_document_async(pdf, Config()))
+
+
+def _rows(result) -> dict[str, str]:  # noqa: ANN001
+    """Table-row elements keyed by their row label (the text before the first " | ")."""
+    return {e.text.split(" | ")[0]: e.text for e in result.elements if e.kind == "table_row"}
+
+
+def test_every_figure_carries_its_column_path_and_the_unit(statement) -> None:  # noqa: ANN001
+    rows = _rows(statement)
+    total = rows["Net sales > Total net sales"]
+    assert total.startswith("Net sales > Total net sales | In millions, except per share amounts | ")
+    assert "Three Months Ended March 30, 2024: 90,753" in total
+    assert "Three Months Ended April 1, 2023: 94,836" in total
+    assert "Six Months Ended March 30, 2024: 209,461" in total
+    assert "Six Months Ended April 1, 2023: 211,990" in total
+    # The currency sign set apart from its figure is written with it.
+    assert "Three Months Ended March 30, 2024: $66,886" in rows["Net sales > Products"]
+    assert "(329)" in rows["Other income/(expense), net"]
+
+
+def test_section_labels_carry_over_and_totals_stay_rows(statement) -> None:  # noqa: ANN001
+    rows = _rows(statement)
+    assert "Operating expenses > Research and development" in rows
+    assert "Operating expenses > Total operating expenses" in rows
+    # After the total the section is closed: the next row is not under it.
+    assert "Operating income" in rows
+    headings = [e.text for e in statement.elements if e.kind == "heading"]
+    assert not any(h.startswith("Total") for h in headings), headings
+    # The header's words are in the rows, not left behind as headings or paragraphs.
+    assert not any("Three Months Ended" in e.text for e in statement.elements if e.kind != "table_row")
+
+
+def test_a_statement_continued_on_the_next_page_keeps_its_column_paths(statement) -> None:  # noqa: ANN001
+    rows = _rows(statement)
+    net = rows["Net income"]
+    assert "Three Months Ended March 30, 2024: $23,636" in net and "Six Months Ended April 1, 2023: $54,458" in net
+    assert "In millions, except per share amounts" in net
+    by_label = {e.text.split(" | ")[0]: e for e in statement.elements if e.kind == "table_row"}
+    # One table over both pages: the continuation is in the same group as the rows before the break.
+    assert by_label["Net income"].page_start == 3 and by_label["Net sales > Products"].page_start == 2
+    assert by_label["Net income"].group == by_label["Net sales > Products"].group
+
+
+def test_running_header_and_footer_stay_out_of_tables_and_text(statement) -> None:  # noqa: ANN001
+    for e in statement.elements:
+        assert "Form 10-Q |" not in e.text and "10-Q | 2" not in e.text, e.text
+
+
+def test_identity_from_the_cover_and_running_lines(statement, tmp_path: Path) -> None:  # noqa: ANN001
+    identity = statement.document.identity
+    assert "FORM 10-Q" in identity and "Acme Devices Inc." in identity
+    assert "For the quarterly period ended March 30, 2024" in identity
+    assert all(c.identity == identity for c in statement.chunks)
+    # A PDF without a text layer has no identity, and that is not an error.
+    from fpdf import FPDF
+
+    blank = FPDF()
+    blank.add_page()
+    blank.output(str(tmp_path / "blank.pdf"))
+    assert document_identity(str(tmp_path / "blank.pdf"), 1) == ""
+
+
+# -- header rules on hand-built rows -----------------------------------------------------------------------------
+def _row(y: float, *cells: tuple[str, float, float], size: float = 8.0) -> Row:
+    return Row([Seg(t, a, b, 0) for t, a, b in cells], y, y + size * 0.8, size, True)
+
+
+def test_spanning_label_goes_to_each_column_it_sits_over() -> None:
+    cols = [Column(426, 400), Column(491, 466), Column(558, 532)]
+    head = [_row(103, ("Years Ended", 443, 487)),
+            _row(116, ("December 2,", 378, 420), ("December 3,", 444, 486), ("November 27,", 507, 555)),
+            _row(124, ("2022", 391, 407), ("2021", 457, 472), ("2020", 523, 539))]
+    _paths(head, cols, fig_left=400, size=10)
+    assert [c.path for c in cols] == [["Years Ended December 2, 2022"], ["Years Ended December 3, 2021"],
+                                      ["Years Ended November 27, 2020"]]
+
+
+def test_label_wrapped_over_lines_is_one_column_label_under_a_spanning_one() -> None:
+    cols = [Column(258, 239), Column(301, 282), Column(344, 324), Column(389, 371)]
+    head = [_row(59, ("Twelve Months Ended June 30, 2023", 237, 375)),
+            _row(72, ("EPS", 363, 378)),
+            _row(80, ("(Diluted", 356, 385)),
+            _row(87.5, ("Net", 322, 334), ("US", 365, 375)),
+            _row(94.5, ("EBITDA", 228, 257), ("EBIT", 276, 294), ("Income", 314, 341), ("cents)", 356, 385))]
+    _paths(head, cols, fig_left=239, size=8)
+    assert cols[0].path == ["Twelve Months Ended June 30, 2023", "EBITDA"]
+    assert cols[2].path == ["Twelve Months Ended June 30, 2023", "Net Income"]
+    assert cols[3].path == ["Twelve Months Ended June 30, 2023", "EPS (Diluted US cents)"]
+
+
+def _body(label: str, indent: float, values: list[str]) -> BodyRow:
+    return BodyRow(label, values, indent, Row([], 0, 0, 8, False))
+
+
+def test_sections_by_indent_caps_and_totals() -> None:
+    flat = [_body("ASSETS", 10, []), _body("Current assets:", 10, []), _body("Cash", 10, ["5"]),
+            _body("Total current assets", 10, ["9"]), _body("Goodwill", 10, ["3"]),
+            _body("LIABILITIES", 10, []), _body("Debt", 10, ["4"])]
+    paths = [(p, r.label) for p, r in label_paths(flat)[0]]
+    assert paths[0] == (["ASSETS", "Current assets:"], "Cash")
+    assert paths[1] == (["ASSETS", "Current assets:"], "Total current assets")
+    assert paths[2] == (["ASSETS"], "Goodwill")  # the total closed "Current assets:"; ALL CAPS stays over it
+    assert paths[3] == (["LIABILITIES"], "Debt")  # a sibling ALL-CAPS label closes the first
+    indented = [_body("Revenue:", 53, []), _body("Subscription", 60, ["16"]), _body("Total revenue", 71, ["17"]),
+                _body("Gross profit", 53, ["15"]), _body("Operating expenses:", 53, []), _body("Sales", 60, ["4"])]
+    paths, still_open = label_paths(indented)
+    assert [(p, r.label) for p, r in paths] == [(["Revenue:"], "Subscription"), (["Revenue:"], "Total revenue"),
+                                                ([], "Gross profit"), (["Operating expenses:"], "Sales")]
+    # A section open at the page end goes on over the break.
+    assert label_paths([_body("Marketing", 60, ["2"])], still_open)[0][0][0] == ["Operating expenses:"]
+
+
+def test_row_sentence_and_pipe_tables_with_row_labels() -> None:
+    s = figure_row_sentence(["Operating expenses:", "Research and development"],
+                            [(["Three Months Ended April 1, 2023"], "7,457"), (["Six Months Ended"], "")],
+                            "($ in millions)")
+    assert s == "Operating expenses > Research and development | $ in millions | Three Months Ended April 1, 2023: 7,457"
+    each = figure_row_sentence(["Total net sales"], [(["Three Months Ended April 1, 2023"], "94,836")],
+                               "$ in millions", unit_each=True)
+    assert each == "Total net sales | Three Months Ended April 1, 2023 | $ in millions: 94,836"
+    assert row_labelled(["($ in millions)", "2023", "2022"], [["Net sales", "1,234", "1,100"]])
+    assert not row_labelled(["Name", "Role"], [["Ann", "CEO"]])
+    md = "| ($ in millions) | 2023 | 2022 |\n|---|---|---|\n| Net sales | 1,234 | 1,100 |\n"
+    (row,) = parse_markdown("d", [(md, 1)])
+    assert row.text == "Net sales | $ in millions | 2023: 1,234; 2022: 1,100"
