@@ -27,6 +27,7 @@ DOCUMENT = pa.schema([
     ("num_chunks", pa.int32()),
     ("fallback_pages", pa.int32()),
     ("config_hash", pa.string()),
+    ("identity", pa.string()),
 ])
 
 CONVERTED_BATCH = pa.schema([
@@ -80,6 +81,7 @@ CHUNK = pa.schema([
     ("config_hash", pa.string()),
     ("source", pa.string()),
     ("source_uri", pa.string()),
+    ("identity", pa.string()),
 ])
 
 def _safe(value: Any) -> Any:

@@ -97,6 +97,7 @@ class DocumentRecord:
     status: Status = Status.OK  # the intake outcome; the document's final one comes from run.verdict
     problems: list[Problem] = field(default_factory=list)
     size_bytes: int = 0
+    identity: str = ""  # title/issuer, kind, period: carried by every chunk (chunker.intake.identity)
 
     @property
     def error(self) -> str:
@@ -122,6 +123,7 @@ class SegmentJob:
     page_end: int  # 1-based, inclusive, owned
     context_start: int  # 1-based; == page_start for the first segment
     batch_pages: int
+    identity: str = ""  # the document's identity line, handed to every chunk
 
     def batches(self) -> list[tuple[int, int]]:
         """Page ranges (1-based, inclusive) of this segment's batches, overlap first, in order."""
@@ -210,3 +212,4 @@ class Chunk:
     config_hash: str
     source: str = ""
     source_uri: str = ""
+    identity: str = ""  # the document's identity line (title/issuer, kind, period)

@@ -200,13 +200,13 @@ def _rows(planned: list[tuple[DocumentRecord, list[SegmentOutcome]]], embedder: 
         if not segs:
             yield SegmentRow(doc)
             continue
-        texts = [c.text for s in segs for c in s.chunks]
-        vecs = embedder.encode(texts) if texts else None
+        chunks = [c for s in segs for c in s.chunks]
+        for c in chunks:
+            c.source, c.source_uri, c.identity = doc.source, doc.source_uri, doc.identity
+        vecs = embedder.encode_chunks(chunks) if chunks else None
         start = 0
         for s in segs:
             n = len(s.chunks)
-            for c in s.chunks:
-                c.source, c.source_uri = doc.source, doc.source_uri
             yield SegmentRow(doc, job=s.job, facts=s.facts, chunks=s.chunks,
                              vectors=None if vecs is None else vecs[start:start + n])
             start += n

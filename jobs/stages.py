@@ -278,7 +278,7 @@ class EmbedStage:
         t0 = time.perf_counter()
         try:
             faults.check("embed", *(r.doc.source for r in todo))
-            vecs = self.embedder.encode([c.text for r in todo for c in r.chunks])
+            vecs = self.embedder.encode_chunks([c for r in todo for c in r.chunks])
         except SetupError:
             raise
         except Exception:  # noqa: BLE001 - find the row that cannot be embedded; the others go on
@@ -288,7 +288,7 @@ class EmbedStage:
             n = len(row.chunks)
             with row_guard(row, Stage.EMBED, "embedding"):
                 faults.check("embed", row.doc.source)
-                out = vecs[start:start + n] if vecs is not None else self.embedder.encode([c.text for c in row.chunks])
+                out = vecs[start:start + n] if vecs is not None else self.embedder.encode_chunks(row.chunks)
                 row.vectors = checked_vectors(out, n)
             start += n
         dt = time.perf_counter() - t0

@@ -323,3 +323,16 @@ def test_near_duplicates_move_below_distinct_hits() -> None:
             row("guide", 2.0, text="HX-200 Guide > Maintenance\n\nRegrease the bearings every 4000 hours.")]
     assert [r["chunk_id"] for r in demote_duplicates(rows, 0.9)] == ["sheet", "guide", "catalogue"]
     assert [r["chunk_id"] for r in demote_duplicates(rows, 1.0)] == ["sheet", "catalogue", "guide"]  # off
+
+
+def test_same_wording_with_other_figures_is_another_fact_not_a_duplicate() -> None:
+    from chunker.index.retrieval import demote_duplicates
+
+    # Two quarters of one company's statement: the same words, other figures. Both are answers to some question.
+    q2 = "Statements of Operations\n\nTotal net sales | Three Months Ended April 1, 2023: 94,836; 97,278"
+    q3 = "Statements of Operations\n\nTotal net sales | Three Months Ended July 1, 2023: 81,797; 82,959"
+    rows = [row("q3", 3.0, text=q3), row("q2", 2.9, text=q2), row("notes", 2.0, text="Notes\n\nLeases are ...")]
+    assert [r["chunk_id"] for r in demote_duplicates(rows, 0.5)] == ["q3", "q2", "notes"]
+    # The same figures again (a summary repeating the statement) is a copy and moves down.
+    rows[1] = row("copy", 2.9, text=q3.replace("Statements of Operations", "Summary"))
+    assert [r["chunk_id"] for r in demote_duplicates(rows, 0.5)] == ["q3", "notes", "copy"]

@@ -34,6 +34,8 @@ class IntakeConfig(_Section):
         "used evicted first): each document is downloaded once per node, not once per segment; 0: no cache."
     )
     password: str | None = Field(None, description="Password tried for encrypted PDFs (none: encrypted files fail).")
+    identity: bool = Field(True, description="Find each document's identity (title/issuer, kind, period) from its "
+                           "first pages and running headers, and carry it with every chunk (chunker.intake.identity).")
 
 
 class RenderConfig(_Section):

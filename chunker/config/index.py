@@ -18,6 +18,11 @@ class EmbedConfig(_Section):
         0, ge=0, description="CPU threads for embedding on the CPU (torch threads, or onnxruntime intra-op threads); "
         "0 = every core of the node (Ray pins an actor with a fractional CPU to one thread otherwise)."
     )
+    identity: bool = Field(
+        False, description="Embed each chunk with its document's identity line (title/issuer, kind, period) before "
+        "its text. The identity is BM25-indexed and returned with every hit either way (see QUALITY.md for what "
+        "embedding it did on the real sets)."
+    )
     backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
         "auto", description="What runs the model: torch (sentence-transformers, any device); onnx (onnxruntime, fp32, "
         "CPU only); onnx-int8 (onnxruntime, dynamically quantised weights, CPU only); auto = onnx-int8 when device is "

@@ -18,19 +18,20 @@ from chunker.errors import StoreError
 from chunker.index.params import index_build_params
 from chunker.types import Chunk, safe_text
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the document identity field
 PROP_SCHEMA_VERSION = "chunker.schema_version"
 PROP_DIM = "chunker.dim"
 PROP_ANALYZER = "chunker.analyzer"
 MAX_VARCHAR = 65535  # Milvus' cap on VARCHAR max_length (bytes)
 ROW_FIELDS = [
-    "chunk_id", "doc_id", "source", "source_uri", "breadcrumb", "text",
+    "chunk_id", "doc_id", "source", "source_uri", "breadcrumb", "text", "identity",
     "page_start", "page_end", "modality", "planner", "config_hash", "element_ids",
 ]
 # Scalar indexes on the fields the writer deletes by: without them every delete expression scans every row.
 # INVERTED builds on VARCHAR on servers and on Milvus Lite 3.2 (measured), also on a collection already loaded.
 SCALAR_INDEXED = ("doc_id", "source_uri")
-VARCHAR_SIZES = {"doc_id": 128, "source": 2048, "source_uri": 4096, "breadcrumb": 4096, "text": MAX_VARCHAR}
+VARCHAR_SIZES = {"doc_id": 128, "source": 2048, "source_uri": 4096, "breadcrumb": 4096, "text": MAX_VARCHAR,
+                 "identity": 2048}
 
 # A short explicit stop list rather than Milvus' "_english_" alias: Milvus Lite reads stop words literally,
 # so only an explicit list behaves the same on Lite and on a server.
@@ -79,14 +80,15 @@ def source_words(source: str) -> str:
 
 
 def search_text(chunk: Chunk) -> str:
-    """What BM25 indexes: the document's file name, then the chunk text with its breadcrumb counted once (the
-    planner already starts the text with it; twice would let a word of the heading chain outweigh the same word in
-    the body). The file name is document-level context the chunk text often lacks: the issuer and period of a
-    filing, the model of a specification sheet, live on a cover page and in the name, not in a table's rows."""
+    """What BM25 indexes: the document's file name and identity line, then the chunk text with its breadcrumb
+    counted once (the planner already starts the text with it; twice would let a word of the heading chain outweigh
+    the same word in the body). Name and identity are document-level context the chunk text often lacks: the issuer
+    and period of a filing, the model of a specification sheet, live on a cover page and in the name, not in a
+    table's rows."""
     crumb = chunk.breadcrumb.strip()
     body = chunk.text if not crumb or chunk.text.startswith(crumb) else f"{crumb}\n{chunk.text}"
-    name = source_words(chunk.source)
-    return f"{name}\n{body}" if name else body
+    head = "\n".join(p for p in (source_words(chunk.source), chunk.identity.strip()) if p)
+    return f"{head}\n{body}" if head else body
 
 
 def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
@@ -97,6 +99,7 @@ def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
         "source_uri": clip_utf8(chunk.source_uri, VARCHAR_SIZES["source_uri"]),
         "breadcrumb": clip_utf8(chunk.breadcrumb, VARCHAR_SIZES["breadcrumb"]),
         "text": clip_utf8(chunk.text),
+        "identity": clip_utf8(chunk.identity, VARCHAR_SIZES["identity"]),
         "search_text": clip_utf8(search_text(chunk)),
         "dense": np.asarray(vector, dtype=np.float32).tolist(),
         "page_start": int(chunk.page_start), "page_end": int(chunk.page_end),

@@ -16,6 +16,7 @@ import numpy as np
 
 from chunker.backends.base import BackendUnavailable
 from chunker.config import EmbedConfig
+from chunker.types import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
     from sentence_transformers import SentenceTransformer
@@ -135,6 +136,15 @@ class Embedder:
         if pooling.is_file():
             return int(json.loads(pooling.read_text())["word_embedding_dimension"])
         return Embedder(cfg).dim
+
+    def passages(self, chunks: list[Chunk]) -> list[str]:
+        """What is embedded for each chunk: its text, after its document's identity when ``embed.identity``."""
+        if not self.cfg.identity:
+            return [c.text for c in chunks]
+        return [f"{c.identity}\n{c.text}" if c.identity else c.text for c in chunks]
+
+    def encode_chunks(self, chunks: list[Chunk]) -> np.ndarray:
+        return self.encode(self.passages(chunks))
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -71,6 +71,7 @@ class Hit:
     page_start: int
     page_end: int
     modality: str
+    identity: str = ""  # the document's identity line (title/issuer, kind, period)
 
 
 @dataclass
@@ -138,21 +139,28 @@ def fuse_adaptive(dense: list[dict[str, Any]], sparse: list[dict[str, Any]],
     return [dict(rows[c], score=fused[c]) for c in order]
 
 
+_FIGURES = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
 def demote_duplicates(rows: list[dict[str, Any]], threshold: float) -> list[dict[str, Any]]:
     """Rows whose body (text after the breadcrumb) shares at least ``threshold`` of its words (Jaccard) with a
-    better-ranked row move below every distinct row, in order: a catalogue repeating a specification sheet fills
-    the top k with one text twice, and the reader gains nothing from the copy. ``threshold`` >= 1 turns it off."""
+    better-ranked row, and no figure that row lacks, move below every distinct row, in order: a catalogue
+    repeating a specification sheet fills the top k with one text twice, and the reader gains nothing from the
+    copy. The same wording with other figures (a company's statement of another quarter) is another fact and
+    keeps its place. ``threshold`` >= 1 turns it off."""
     if threshold >= 1.0:
         return rows
-    seen: list[set[str]] = []
+    seen: list[tuple[set[str], set[str]]] = []
     distinct, copies = [], []
     for r in rows:
-        words = set(_WORDS.findall((r.get("text") or "").split("\n\n", 1)[-1].lower()))
-        if words and any(len(words & w) >= threshold * len(words | w) for w in seen):
+        body = (r.get("text") or "").split("\n\n", 1)[-1]
+        words = set(_WORDS.findall(body.lower()))
+        figs = {f.replace(",", "") for f in _FIGURES.findall(body)}
+        if words and any(len(words & w) >= threshold * len(words | w) and figs <= f for w, f in seen):
             copies.append(r)
         else:
             distinct.append(r)
-            seen.append(words)
+            seen.append((words, figs))
     return distinct + copies
 
 
@@ -346,7 +354,7 @@ class Retriever:
                 rank=i + 1, score=float(r["score"]), chunk_id=r["chunk_id"], text=r.get("text") or "",
                 breadcrumb=r.get("breadcrumb") or "", source=r.get("source") or "", doc_id=r.get("doc_id") or "",
                 page_start=int(r.get("page_start") or 0), page_end=int(r.get("page_end") or 0),
-                modality=r.get("modality") or "text",
+                modality=r.get("modality") or "text", identity=r.get("identity") or "",
             )
             for i, r in enumerate(rows[: q.k])
         ]

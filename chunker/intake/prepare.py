@@ -20,6 +20,7 @@ from pathlib import Path
 from chunker.config import IntakeConfig
 from chunker.intake import sources
 from chunker.intake.cache import FetchCache
+from chunker.intake.identity import document_identity
 from chunker.intake.inputs import InputFile
 from chunker.intake.normalize import NormalizeError, kind_of, to_pdf
 from chunker.types import DocumentRecord, Problem, Stage, Status
@@ -195,5 +196,6 @@ def _prepare(file: InputFile, cfg: IntakeConfig, workdir: Path, skip: Callable[[
         pages, problem = 0, Problem(Stage.INTAKE, "unreadable", f"unreadable PDF ({type(exc).__name__}: {exc})")
     if problem is not None:
         return failed(problem.code, problem.message, doc_id, size, pages)
+    identity = document_identity(str(local), pages, cfg.password) if cfg.identity else ""
     return DocumentRecord(doc_id=doc_id, source_uri=shown, source=file.source, num_pages=pages,
-                          size_bytes=size), str(local)
+                          size_bytes=size, identity=identity), str(local)

@@ -26,5 +26,5 @@ def plan_segments(doc: DocumentRecord, cfg: IntakeConfig) -> list[SegmentJob]:
         ctx = max(1, start - cfg.segment_overlap_pages) if s > 0 else start
         jobs.append(SegmentJob(doc_id=doc.doc_id, source_uri=doc.source_uri, source=doc.source, num_pages=n,
                                segment_index=s, num_segments=count, page_start=start, page_end=end,
-                               context_start=ctx, batch_pages=cfg.batch_pages))
+                               context_start=ctx, batch_pages=cfg.batch_pages, identity=doc.identity))
     return jobs

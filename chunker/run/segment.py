@@ -133,6 +133,8 @@ async def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], planner: 
         what = "chunk planning"
         faults.check("plan", job.source)
         out.chunks = await planner.chunks(out.elements, cfg_hash, job.source, job.source_uri)
+        for c in out.chunks:
+            c.identity = job.identity
     except SetupError:
         raise
     except Exception as exc:  # noqa: BLE001 - a plan that breaks coverage (or a parser defect) fails this segment

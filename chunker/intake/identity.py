@@ -1,0 +1,190 @@
+"""A document's identity: what tells it apart from documents with the same wording (a company's filings of other
+quarters, the same manual for another model): its title or issuer, its kind, and its period or date.
+
+Found once per document at intake, from its text layer, and carried by every chunk (ARCHITECTURE.md, "document
+identity"). Three generic sources, none tied to a form or a company:
+
+* the title block: the lines of the first page set clearly larger than its body text, in reading order;
+* the period: the first phrase on the first pages that names a period or date ("For the Quarterly Period Ended
+  December 31, 2022", "fiscal year ended January 28, 2023", "Date of Report ...: July 1, 2022"), else the first
+  full date;
+* running furniture: a line repeated at the top or bottom of many pages ("Amcor plc Quarterly Report on Form 10-Q",
+  "Apple Inc. | Q2 2023 Form 10-Q | 12"), page numbers taken out.
+
+A scanned document (no text layer) has no identity here; its file name still goes into the BM25 text.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from chunker.convert.pdf_text.textlayer import Line, PageText, read_page
+from chunker.convert.render import PDFIUM_LOCK
+
+MAX_CHARS = 240  # an identity is a label, not a summary: it rides along with every chunk of the document
+_SAMPLE_PAGES = 8  # pages read for running headers and footers, spread over the document
+_BAND = 0.1  # share of the page height at top and bottom where running lines sit
+_MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
+         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
+_DATE = rf"(?:{_MONTH}\s+\d{{1,2}},?\s+(?:19|20)\d{{2}}|\d{{1,2}}\s+{_MONTH}\s+(?:19|20)\d{{2}})"
+# Period phrases, the most telling kind first: a period that ended, then a report's own date, then "as of".
+_PERIODS = [re.compile(p, re.I) for p in (
+    rf"\b(?:for\s+the\s+)?(?:fiscal\s+|quarterly\s+|financial\s+)?(?:year|quarter|period|half(?:-year)?|"
+    rf"(?:three|six|nine|twelve|thirteen|fourteen|twenty-six|fifty-two|fifty-three|\d{{1,2}})[\s-]+(?:months|weeks))"
+    rf"[\w\s,()“”\"'-]{{0,40}}?\b(?:ended|ending)\s+{_DATE}",
+    rf"\b(?:date\s+of\s+report|dated)\b[^:\n]{{0,60}}:?\s*{_DATE}",
+    rf"\bas\s+of\s+{_DATE}",
+)]
+_ANY_DATE = re.compile(_DATE, re.I)
+_PAGE_NO = re.compile(r"(?:\bpage\s*)?\b\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?\s*$|^\s*\d{1,4}\b", re.I)
+_BOILERPLATE = re.compile(r"^(?:table\s+of\s+contents|contents|index|continued|\(continued\))$", re.I)
+
+
+def document_identity(pdf_path: str, num_pages: int, password: str | None = None) -> str:
+    """The identity line of a PDF ("" when its first pages hold no text). Never raises for a bad page."""
+    import pypdfium2 as pdfium
+
+    wanted = _sample(num_pages)
+    pages: dict[int, PageText] = {}
+    with PDFIUM_LOCK:
+        try:
+            doc = pdfium.PdfDocument(pdf_path, password=password)
+        except Exception:  # noqa: BLE001 - identity is a nicety: an unreadable file is reported by its checks
+            return ""
+        try:
+            try:
+                title = str(doc.get_metadata_dict().get("Title") or "")
+            except Exception:  # noqa: BLE001 - broken metadata is no reason to lose the rest
+                title = ""
+            for n in wanted:
+                try:
+                    page = doc[n - 1]
+                    try:
+                        pages[n] = read_page(page, n)
+                    finally:
+                        page.close()
+                except Exception:  # noqa: BLE001 - one bad page leaves the others
+                    continue
+        finally:
+            doc.close()
+    return compose(pages, title)
+
+
+def _sample(num_pages: int) -> list[int]:
+    first = list(range(1, min(num_pages, 3) + 1))
+    if num_pages <= 3:
+        return first
+    step = max(1, num_pages // _SAMPLE_PAGES)
+    return sorted(set(first) | set(range(4, num_pages + 1, step)))
+
+
+def compose(pages: dict[int, PageText], meta_title: str = "") -> str:
+    """Title block (the metadata title where the first page sets none), period and running lines of the sampled
+    pages, as one line without repeats."""
+    parts: list[str] = []
+    front = [pages[n] for n in sorted(pages) if n <= 3]
+    if front:
+        parts += title_block(front[0] if front[0].lines else (front[1] if len(front) > 1 else front[0]))
+    if not parts and _telling_title(meta_title):
+        parts.append(meta_title)
+    if front:
+        period = find_period(front)
+        if period:
+            parts.append(period)
+    parts += running_lines(list(pages.values()))
+    out: list[str] = []
+    seen: set[str] = set()
+    for p in parts:
+        p = re.sub(r"\s+", " ", p).strip(" |;,-")
+        key = p.lower()
+        if p and key not in seen and not any(key in s for s in seen):
+            seen.add(key)
+            out.append(p)
+    text = "; ".join(out)
+    return text if len(text) <= MAX_CHARS else text[:MAX_CHARS].rsplit(" ", 1)[0]
+
+
+_WORDY = re.compile(r"[A-Za-z]{2,}")
+_TOOL_TITLE = re.compile(r"^(?:microsoft\s+\w+\s*-|untitled|document\d*$|anonymous$)|\.(?:docx?|pdf|indd|xlsx?)$", re.I)
+
+
+def _telling_title(title: str) -> bool:
+    """A metadata title worth keeping: words, not a file name, a tool's default or an archive's accession code."""
+    t = title.strip()
+    return 3 <= len(t) <= 160 and len(_WORDY.findall(t)) >= 2 and not _TOOL_TITLE.search(t)
+
+
+def _body_size(page: PageText) -> float:
+    return max(page.sizes, key=lambda s: page.sizes[s]) if page.sizes else 0.0
+
+
+def title_block(page: PageText, max_lines: int = 4) -> list[str]:
+    """Lines of the first page set at least 1.3 times its body size (the largest first, at most ``max_lines``),
+    top to bottom; a title wrapped over lines of one size is one."""
+    body = _body_size(page)
+    if body <= 0:
+        return []
+    big = [ln for ln in page.lines if ln.size >= 1.3 * body and len(ln.text) >= 3 and any(c.isalpha() for c in ln.text)]
+    big.sort(key=lambda ln: (-round(ln.size), ln.y0))
+    out: list[str] = []
+    last: Line | None = None
+    for ln in sorted(big[:max_lines], key=lambda ln: (ln.y0, ln.x0)):
+        if last is not None and abs(last.size - ln.size) < 0.5 and 0 <= ln.y0 - last.y1 < 0.8 * ln.size:
+            out[-1] = f"{out[-1]} {ln.text}"
+        else:
+            out.append(ln.text)
+        last = ln
+    return out
+
+
+def find_period(pages: list[PageText]) -> str:
+    """The first pages' period phrase of the most telling kind (see ``_PERIODS``); among several of a kind on one
+    page the latest-dated (a release compares the reported period with earlier ones); else the first full date."""
+    texts = [" ".join(ln.text for ln in sorted(p.lines, key=lambda ln: (ln.y0, ln.x0))) for p in pages]
+    for pattern in _PERIODS:
+        for text in texts:
+            found = [m.group(0).strip() for m in pattern.finditer(text)]
+            if found:
+                return max(found, key=lambda f: (_date_key(f), -found.index(f)))
+    for text in texts:
+        m = _ANY_DATE.search(text)
+        if m:
+            return m.group(0).strip()
+    return ""
+
+
+_MONTHS = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+
+
+def _date_key(phrase: str) -> tuple[int, int, int]:
+    """(year, month, day) of the last date in ``phrase``, for ordering."""
+    dates = list(_ANY_DATE.finditer(phrase))
+    if not dates:
+        return (0, 0, 0)
+    d = dates[-1].group(0).lower()
+    year = int(re.findall(r"(?:19|20)\d{2}", d)[-1])
+    month = next((k + 1 for k, m in enumerate(_MONTHS) if m in d), 0)
+    day = int(re.findall(r"\b\d{1,2}\b", d)[0]) if re.findall(r"\b\d{1,2}\b", d) else 0
+    return (year, month, day)
+
+
+def running_lines(pages: list[PageText]) -> list[str]:
+    """Lines at the top or bottom of at least half the sampled pages (three at least), page numbers taken out."""
+    if len(pages) < 3:
+        return []
+    seen: Counter[str] = Counter()
+    shown: dict[str, str] = {}
+    for p in pages:
+        keys = set()
+        for ln in p.lines:
+            if p.height and (ln.y1 <= p.height * _BAND or ln.y0 >= p.height * (1 - _BAND)):
+                text = _PAGE_NO.sub("", ln.text).strip(" |·-–—")
+                if len(text) < 4 or not any(c.isalpha() for c in text) or _BOILERPLATE.match(text):
+                    continue
+                key = re.sub(r"\d+", "#", text.lower())
+                keys.add(key)
+                shown.setdefault(key, text)
+        seen.update(keys)
+    need = max(3, (len(pages) + 1) // 2)
+    return [shown[k] for k, n in seen.most_common(2) if n >= need]
