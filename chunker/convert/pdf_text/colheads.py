@@ -74,6 +74,12 @@ def build_table(rows: list[Row], first: int, last: int, page_width: float) -> Al
     if not unit:
         unit = _unit_above(rows, head_top, size)
     stub = _stub_columns(head, fig_left, size)
+    if stub and _OPEN_END.search(stub[0][1]) and columns and all(c.path and _DATEISH.match(c.path[0])
+                                                                   for c in columns):
+        # "At December 31," in the stub over columns of years: the columns' lead-in, not a header of row labels.
+        for c in columns:
+            c.path = [f"{stub[0][1]} {c.path[0]}", *c.path[1:]]
+        stub = [(stub[0][0], ""), *stub[1:]]
     table_rows = rows[top:last + 1]
     out_rows = _body_rows(table_rows, columns, [x for x, _ in stub[1:]], size)
     lines = set().union(*(r.lines for r in table_rows), *(r.lines for r in head))
@@ -101,6 +107,13 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
             break  # figures: another table's row
         stub = [s for s in r.segs if s.x1 < fig_left - 0.5 * size]
         over = [s for s in r.segs if s not in stub]
+        units = [s for s in over if is_unit(s.text) and not _DATEISH.match(s.text.strip())
+                 and s.x0 >= label_right + 0.5 * size and len(s.text) <= 60 and not s.text.strip().endswith(".")]
+        if units and len(units) < len(over) or units and head:
+            # The unit set over the columns ("(dollars in millions)" above the last one) is no column's label.
+            unit = unit or unit_text(" ".join(s.text for s in units))
+            over = [s for s in over if s not in units]
+            r.segs = [s for s in r.segs if s not in units]
         if any(s.x0 < label_right + 0.5 * size for s in over):
             break  # a title or a sentence running from the label column into the columns
         if stub and not over:

@@ -185,8 +185,20 @@ class _FontCache:
         return st
 
 
-def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: int, vis: int) -> None:
+_MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see _finish)
+
+
+def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: int, vis: int,
+            page_sizes: dict[float, int]) -> None:
     best = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
+    if best < _MIN_SIZE and line.y1 - line.y0 >= _MIN_SIZE:
+        # pdfium reports the unscaled size of text drawn through a scaled form or a Type 3 font (1.0 where the
+        # glyphs stand 9 points tall, in filings printed from HTML): the line's height tells the size instead,
+        # which the gaps between cells and words are measured against.
+        real = float(round((line.y1 - line.y0) / 0.95))
+        page_sizes[best] = page_sizes.get(best, 0) - sizes[best]
+        page_sizes[real] = page_sizes.get(real, 0) + sizes[best]
+        best = real
     line.size = best
     line.bold = vis > 0 and boldc * 2 > vis
     line.italic = vis > 0 and italc * 2 > vis
@@ -212,7 +224,7 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
         def flush() -> None:
             nonlocal cur, sizes, counts
             if cur.text:
-                _finish(cur, sizes, *counts)
+                _finish(cur, sizes, *counts, page_sizes)
                 lines.append(cur)
             cur, sizes, counts = Line(), {}, [0, 0, 0, 0]
 
@@ -255,7 +267,8 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
                 # A character outside the current line's band starts a new line even without a break char.
                 if mid < cur.y0 - 1 or mid > cur.y1 + 1:
                     flush()
-                elif x0 - cur.xs1[-1] > 1.0 * max(size, 1) and not cur.chars[-1].isspace():
+                elif x0 - cur.xs1[-1] > 1.0 * (size if size >= _MIN_SIZE else max(size, (y1 - y0) / 0.7)) \
+                        and not cur.chars[-1].isspace():
                     cur.chars.append(" ")
                     cur.xs0.append(cur.xs1[-1])
                     cur.xs1.append(x0)
