@@ -232,7 +232,7 @@ class _Scanner:
                 self.page = int(m.group(1))
             elif lines[i].strip() and not _COMMENT.match(lines[i]):
                 row = lines[i].strip()
-                row = re.sub(r"^([-*+•]|\d{1,3}[.)])\s+", "", row)
+                row = re.sub(r"^([-*+•]|\d{1,3}[.)])\s+(?!\|)", "", row)  # a list marker, not a row label "2. |"
                 self.blocks.append(_Block("table_row", row, self.page, self.page, group=group))
             i += 1
         return i + 1

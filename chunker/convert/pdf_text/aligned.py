@@ -20,6 +20,8 @@ from chunker.contract import is_figure
 from chunker.convert.pdf_text.textlayer import CURRENCY, Line, PageText
 
 _YEAR = re.compile(r"^(?:fy\s?)?(?:19|20)\d{2}[a-z]?$", re.I)
+_SPACED = re.compile(r"(?<=\d)\s+(?=[.,]\d)|(?<=\d\.)\s+(?=\d)|(?<=\d,)\s+(?=\d{3}\b)")  # not "31, 2023"
+COLUMN_NO = re.compile(r"^\(\d{1,2}\)$")
 _SEG_GAP_EM = 0.8
 
 
@@ -97,8 +99,9 @@ class Cells:
 
     @property
     def numeric(self) -> bool:
-        """Has figures that are not all years (a row of years is a header)."""
-        return bool(self.figures) and not all(is_year(f.text) for f in self.figures)
+        """Has figures that are not all years or column numbers (a row of "2024 2023" or of "(1) (2) (3)" is part
+        of the header)."""
+        return bool(self.figures) and not all(is_year(f.text) or COLUMN_NO.match(f.text) for f in self.figures)
 
 
 def visual_rows(page: PageText, skip: set[int]) -> list[Row]:
@@ -135,7 +138,7 @@ def read_cells(row: Row) -> Cells:
     sign: Seg | None = None
     label: list[Seg] = []
     for k, s in enumerate(row.segs):
-        t = s.text.strip()
+        t = _SPACED.sub("", s.text.strip())  # "21 .1", "1 ,405": a figure the text layer spaced out
         if t in CURRENCY:
             sign = s
             continue
@@ -145,7 +148,7 @@ def read_cells(row: Row) -> Cells:
                 out.figures.append(Seg(f"{sign.text}{t}", sign.x0, s.x1, s.line, s.src))
                 sign = None
             else:
-                out.figures.append(s)
+                out.figures.append(Seg(t, s.x0, s.x1, s.line, s.src) if t != s.text else s)
             continue
         if out.figures or sign is not None:
             out.mixed = True

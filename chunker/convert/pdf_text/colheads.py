@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 
 from chunker.contract import UNIT
-from chunker.convert.pdf_text.aligned import (AlignedTable, BodyRow, Column, Row, Seg, column_index, columns_of,
-                                              find_regions, is_year, read_cells, split_label, visual_rows)
+from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Column, Row, Seg, column_index,
+                                              columns_of, find_regions, read_cells, split_label, visual_rows)
 from chunker.convert.pdf_text.textlayer import PageText
 
 _DATEISH = re.compile(r"^(?:fy\s?)?(?:19|20)\d{2}\b|^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d"
@@ -103,7 +103,7 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
         if below - r.y1 > 2.2 * max(r.size, 4):
             break
         c = read_cells(r)
-        if c.numeric and not all(is_year(f.text) for f in c.figures):
+        if c.numeric:
             break  # figures: another table's row
         stub = [s for s in r.segs if s.x1 < fig_left - 0.5 * size]
         over = [s for s in r.segs if s not in stub]
@@ -169,16 +169,17 @@ def _per_column(columns: list[Column], s: Seg) -> list[Seg]:
 
 def _stub_columns(head: list[Row], fig_left: float, size: float) -> list[tuple[float, str]]:
     """(left x, header) of the text columns left of the figures, from the header's labels there that are not the
-    unit; labels starting within two ems of each other are one column's header over several lines."""
-    segs = sorted((s for r in head for s in r.segs if s.x1 < fig_left - 0.5 * size and not is_unit(s.text)),
-                  key=lambda s: s.x0)
-    cols: list[tuple[float, list[str]]] = []
-    for s in segs:
+    unit or a column number; labels starting within two ems of each other are one column's header over several
+    lines, read top down."""
+    segs = sorted(((r.y0, s) for r in head for s in r.segs if s.x1 < fig_left - 0.5 * size
+                   and not is_unit(s.text) and not COLUMN_NO.match(s.text.strip())), key=lambda ys: ys[1].x0)
+    cols: list[tuple[float, list[tuple[float, str]]]] = []
+    for y, s in segs:
         if cols and s.x0 - cols[-1][0] < 2 * size:
-            cols[-1][1].append(s.text.strip())
+            cols[-1][1].append((y, s.text.strip()))
         else:
-            cols.append((s.x0, [s.text.strip()]))
-    return [(x, " ".join(t)) for x, t in cols]
+            cols.append((s.x0, [(y, s.text.strip())]))
+    return [(x, " ".join(t for _, t in sorted(parts))) for x, parts in cols]
 
 
 def _spacing(columns: list[Column]) -> float:
@@ -206,7 +207,8 @@ def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, siz
     "(Diluted" / "US cents)"); a label over more columns, or with two or more under it, spans them instead ("Three
     Months Ended" over "July 2, 2023" and "July 3, 2022")."""
     pieces = sorted((_Label(s.text.strip(), s.x0, s.x1, r.y0, r.y1, max(r.size, 4)) for r in head for s in r.segs
-                     if s.x1 >= fig_left - 0.5 * size and s.text.strip()), key=lambda p: (p.top, p.x0))
+                     if s.x1 >= fig_left - 0.5 * size and s.text.strip() and not COLUMN_NO.match(s.text.strip())),
+                    key=lambda p: (p.top, p.x0))
 
     def cover(lab: _Label) -> list[int]:
         return _covered(columns, Seg(lab.text, lab.x0, lab.x1, -1))

@@ -41,6 +41,8 @@ def _repeats(text: str, seen: Counter[str], exact: Counter[str], need: int) -> b
     """A running header/footer: the same line on most pages, or a short line that differs only in its numbers
     ("Chapter 3 - Page 12"). A long sentence that differs only in numbers is body text that happens to start every
     page the same way, so it needs to repeat exactly."""
+    if not any(c.isalpha() for c in text):
+        return False  # a date or a figure at the top of a table on every page is data (page numbers go apart)
     if exact[text.strip()] >= need:
         return True
     return len(text.strip()) <= _MAX_NUMBERED_FURNITURE and seen[_norm(text)] >= need
@@ -67,17 +69,28 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size
         exact.update({ln.text.strip() for _, ln in bands[p.page]})
     need = max(2, math.ceil(0.5 * len(pages)))
     for p in pages:
+        numbers = []
         for i, ln in bands[p.page]:
             if is_page_number(ln.text):
-                out[p.page].add(i)
+                numbers.append(i)
             elif drop_repeated and len(pages) >= 2 and _repeats(ln.text, seen, exact, need):
                 out[p.page].add(i)
         if drop_repeated and len(pages) == 1 and body_size > 0:
             out[p.page] |= _small_edge_lines(p, bands[p.page], body_size)
         # A lone page number may sit just outside the band on short pages: take the last line if it is one.
         if p.lines and is_page_number(p.lines[-1].text) and p.lines[-1].y0 > p.height * 0.75:
-            out[p.page].add(len(p.lines) - 1)
+            numbers.append(len(p.lines) - 1)
+        # A number is the page's number only where nothing but furniture shares its line: the figures of a table
+        # row at the top or bottom of the page are cells, not page numbers.
+        out[p.page] |= {i for i in numbers if _alone(p, i, out[p.page])}
     return out
+
+
+def _alone(page: PageText, i: int, furniture: set[int]) -> bool:
+    ln = page.lines[i]
+    mid = (ln.y0 + ln.y1) / 2
+    return not any(k != i and k not in furniture and other.y0 - 1 <= mid <= other.y1 + 1
+                   for k, other in enumerate(page.lines))
 
 
 _PAGE_LABEL_END = re.compile(r"(?:\bpage\s*\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?|\b\d{1,4}\s*(?:of|/)\s*\d{1,4})$", re.I)
