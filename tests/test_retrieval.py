@@ -336,3 +336,23 @@ def test_same_wording_with_other_figures_is_another_fact_not_a_duplicate() -> No
     # The same figures again (a summary repeating the statement) is a copy and moves down.
     rows[1] = row("copy", 2.9, text=q3.replace("Statements of Operations", "Summary"))
     assert [r["chunk_id"] for r in demote_duplicates(rows, 0.5)] == ["q3", "notes", "copy"]
+
+
+def test_bm25_counts_half_outside_the_documents_dense_found() -> None:
+    from chunker.index.retrieval import fuse_adaptive
+
+    def hit(cid: str, doc: str, score: float) -> dict:
+        return dict(row(cid, score), doc_id=doc)
+
+    def order(outside: float) -> list[str]:
+        # The question names one company; BM25's best match is a rare word in another company's filing.
+        dense = [hit("amcor-liq", "amcor", 0.62), hit("amcor-bs", "amcor", 0.55), hit("amcor-risk", "amcor", 0.39)]
+        sparse = [hit("cvs-quick", "cvs", 21.0), hit("amcor-risk", "amcor", 12.0), hit("amcor-liq", "amcor", 3.0)]
+        return [r["chunk_id"] for r in fuse_adaptive(dense, sparse, outside=outside)]
+
+    assert order(1.0).index("cvs-quick") < order(1.0).index("amcor-bs")  # ungated, the stray match climbs
+    assert order(0.5).index("cvs-quick") > order(0.5).index("amcor-bs")  # the default gate keeps it below
+    # Within the documents dense found, BM25 still breaks a near tie (the right quarter by its date).
+    dense = [hit("q3", "q3", 0.601), hit("q2", "q2", 0.600), hit("x", "x", 0.30)]
+    sparse = [hit("q2", "q2", 15.0), hit("q3", "q3", 9.0), hit("x", "x", 1.0)]
+    assert [r["chunk_id"] for r in fuse_adaptive(dense, sparse)][0] == "q2"
