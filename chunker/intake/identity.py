@@ -23,7 +23,7 @@ from chunker.convert.pdf_text.textlayer import Line, PageText, read_page
 from chunker.convert.render import PDFIUM_LOCK
 
 MAX_CHARS = 240  # an identity is a label, not a summary: it rides along with every chunk of the document
-_SAMPLE_PAGES = 8  # pages read for running headers and footers, spread over the document
+_SAMPLE_PAGES = 6  # pages whose bands are read for running headers and footers, spread over the document
 _BAND = 0.1  # share of the page height at top and bottom where running lines sit
 _MONTH = r"(?:jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|" \
          r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)\.?"
@@ -42,11 +42,16 @@ _BOILERPLATE = re.compile(r"^(?:table\s+of\s+contents|contents|index|continued|\
 
 
 def document_identity(pdf_path: str, num_pages: int, password: str | None = None) -> str:
-    """The identity line of a PDF ("" when its first pages hold no text). Never raises for a bad page."""
+    """The identity line of a PDF ("" when its first pages hold no text). Never raises for a bad page.
+
+    Cheap by design (intake runs it on every document): only the first page with text is read with font sizes;
+    the next two pages are read as plain text, and the sampled pages only in their top and bottom bands."""
     import pypdfium2 as pdfium
 
-    wanted = _sample(num_pages)
-    pages: dict[int, PageText] = {}
+    first: PageText | None = None
+    front: list[str] = []
+    bands: list[list[str]] = []
+    title = ""
     with PDFIUM_LOCK:
         try:
             doc = pdfium.PdfDocument(pdf_path, password=password)
@@ -57,21 +62,49 @@ def document_identity(pdf_path: str, num_pages: int, password: str | None = None
                 title = str(doc.get_metadata_dict().get("Title") or "")
             except Exception:  # noqa: BLE001 - broken metadata is no reason to lose the rest
                 title = ""
-            for n in wanted:
+            for n in _sample(num_pages):
                 try:
                     page = doc[n - 1]
                     try:
-                        pages[n] = read_page(page, n)
+                        if first is None and n <= 3:
+                            read = read_page(page, n)
+                            if read.lines:
+                                first = read
+                                front.append(" ".join(ln.text for ln in sorted(read.lines, key=lambda ln: ln.y0)))
+                        elif n <= 3:
+                            front.append(_plain(page))
+                        bands.append(_band_lines(page))
                     finally:
                         page.close()
                 except Exception:  # noqa: BLE001 - one bad page leaves the others
                     continue
         finally:
             doc.close()
-    return compose(pages, title)
+    return compose(first, front, bands, title)
+
+
+def _plain(page: "pdfium.PdfPage") -> str:
+    tp = page.get_textpage()
+    try:
+        return " ".join(tp.get_text_range().split())
+    finally:
+        tp.close()
+
+
+def _band_lines(page: "pdfium.PdfPage") -> list[str]:
+    """Text lines in the page's top and bottom bands (PDF coordinates: the origin is at the bottom)."""
+    width, height = page.get_size()
+    tp = page.get_textpage()
+    try:
+        top = tp.get_text_bounded(0, height * (1 - _BAND), width, height)
+        bottom = tp.get_text_bounded(0, 0, width, height * _BAND)
+    finally:
+        tp.close()
+    return [ln.strip() for ln in (top + "\n" + bottom).splitlines() if ln.strip()]
 
 
 def _sample(num_pages: int) -> list[int]:
+    """The first three pages and up to ``_SAMPLE_PAGES`` spread over the rest."""
     first = list(range(1, min(num_pages, 3) + 1))
     if num_pages <= 3:
         return first
@@ -79,20 +112,16 @@ def _sample(num_pages: int) -> list[int]:
     return sorted(set(first) | set(range(4, num_pages + 1, step)))
 
 
-def compose(pages: dict[int, PageText], meta_title: str = "") -> str:
-    """Title block (the metadata title where the first page sets none), period and running lines of the sampled
-    pages, as one line without repeats."""
-    parts: list[str] = []
-    front = [pages[n] for n in sorted(pages) if n <= 3]
-    if front:
-        parts += title_block(front[0] if front[0].lines else (front[1] if len(front) > 1 else front[0]))
+def compose(first: PageText | None, front: list[str], bands: list[list[str]], meta_title: str = "") -> str:
+    """Title block (the metadata title where the first page sets none), period and running lines, as one line
+    without repeats."""
+    parts: list[str] = title_block(first) if first is not None else []
     if not parts and _telling_title(meta_title):
         parts.append(meta_title)
-    if front:
-        period = find_period(front)
-        if period:
-            parts.append(period)
-    parts += running_lines(list(pages.values()))
+    period = find_period(front)
+    if period:
+        parts.append(period)
+    parts += running_lines(bands)
     out: list[str] = []
     seen: set[str] = set()
     for p in parts:
@@ -138,10 +167,9 @@ def title_block(page: PageText, max_lines: int = 4) -> list[str]:
     return out
 
 
-def find_period(pages: list[PageText]) -> str:
+def find_period(texts: list[str]) -> str:
     """The first pages' period phrase of the most telling kind (see ``_PERIODS``); among several of a kind on one
     page the latest-dated (a release compares the reported period with earlier ones); else the first full date."""
-    texts = [" ".join(ln.text for ln in sorted(p.lines, key=lambda ln: (ln.y0, ln.x0))) for p in pages]
     for pattern in _PERIODS:
         for text in texts:
             found = [m.group(0).strip() for m in pattern.finditer(text)]
@@ -169,22 +197,22 @@ def _date_key(phrase: str) -> tuple[int, int, int]:
     return (year, month, day)
 
 
-def running_lines(pages: list[PageText]) -> list[str]:
-    """Lines at the top or bottom of at least half the sampled pages (three at least), page numbers taken out."""
-    if len(pages) < 3:
+def running_lines(bands: list[list[str]]) -> list[str]:
+    """Lines in the top or bottom band of at least half the sampled pages (three at least), page numbers taken
+    out: the document's running header or footer."""
+    if len(bands) < 3:
         return []
     seen: Counter[str] = Counter()
     shown: dict[str, str] = {}
-    for p in pages:
+    for lines in bands:
         keys = set()
-        for ln in p.lines:
-            if p.height and (ln.y1 <= p.height * _BAND or ln.y0 >= p.height * (1 - _BAND)):
-                text = _PAGE_NO.sub("", ln.text).strip(" |·-–—")
-                if len(text) < 4 or not any(c.isalpha() for c in text) or _BOILERPLATE.match(text):
-                    continue
-                key = re.sub(r"\d+", "#", text.lower())
-                keys.add(key)
-                shown.setdefault(key, text)
+        for line in lines:
+            text = _PAGE_NO.sub("", line).strip(" |·-–—")
+            if len(text) < 4 or not any(c.isalpha() for c in text) or _BOILERPLATE.match(text):
+                continue
+            key = re.sub(r"\d+", "#", text.lower())
+            keys.add(key)
+            shown.setdefault(key, text)
         seen.update(keys)
-    need = max(3, (len(pages) + 1) // 2)
+    need = max(3, (len(bands) + 1) // 2)
     return [shown[k] for k, n in seen.most_common(2) if n >= need]
