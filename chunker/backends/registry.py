@@ -1,14 +1,16 @@
-"""The one place model backends are chosen by name. Imports stay lazy: picking ``openai`` never loads torch."""
+"""The one place model backends are chosen by name. Imports stay lazy: picking ``openai`` never loads torch.
+
+This module imports nothing of :mod:`chunker.config`, not even for type hints: the config validates backend names
+against :func:`known_backends`, so an import of the config in the other direction would close a cycle. The
+functions below take any object of the config's shape (the protocols say which attributes they read).
+"""
 
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from chunker.backends.base import ModelBackend
-
-if TYPE_CHECKING:
-    from chunker.config import Config, ConverterConfig
 
 # name -> "module:factory"; the factory takes (ModelConfig, **sizing) and returns a ModelBackend.
 _FACTORIES: dict[str, str] = {
@@ -23,12 +25,35 @@ _FACTORIES: dict[str, str] = {
 _NOT_MODEL_BACKENDS = {"pdf-text"}
 
 
+class _ConverterSettings(Protocol):
+    """What :func:`make_backend` reads of a ``chunker.config.ConverterConfig``."""
+
+    backend: str
+    model: Any  # chunker.config.ModelConfig, handed to the backend as is
+
+
+class _SizedSection(Protocol):
+    batch_pages: int
+
+
+class _RenderSection(Protocol):
+    max_side_px: int
+
+
+class _WholeConfig(Protocol):
+    """What :func:`backend_for` reads of a ``chunker.config.Config``."""
+
+    converter: _ConverterSettings
+    intake: _SizedSection
+    render: _RenderSection
+
+
 def known_backends() -> list[str]:
     return sorted(_FACTORIES)
 
 
 def make_backend(
-    cfg: ConverterConfig,
+    cfg: _ConverterSettings,
     *,
     batch_pages: int = 4,
     max_side_px: int = 1568,
@@ -53,7 +78,7 @@ def make_backend(
     return factory(cfg.model, max_images=batch_pages, max_side_px=max_side_px, **extra)
 
 
-def backend_for(config: Config, **extra: Any) -> ModelBackend:
+def backend_for(config: _WholeConfig, **extra: Any) -> ModelBackend:
     """``make_backend`` sized from a whole :class:`~chunker.config.Config` (what jobs call)."""
     return make_backend(
         config.converter,

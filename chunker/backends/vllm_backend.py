@@ -172,6 +172,8 @@ def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
 SHUTDOWN_TIMEOUT_S = 30.0
 # How long a shutdown from another thread waits for the output handler's cancellation to land on its loop.
 OUTPUT_HANDLER_STOP_S = 5.0
+# How often a request waiting on the engine checks that the engine still lives (see _final_output_unless_dead).
+DEATH_POLL_S = 1.0
 
 
 def _already_shut_down(timeout: float | None = None) -> None:
@@ -305,13 +307,10 @@ class VllmBackend:
             params = self._sampling_factory(build_sampling_kwargs(request, self.cfg, self.default_sampling))
             # Retries reuse the caller's request_id; each live request needs its own id (abort goes by id).
             rid = f"{request.request_id or 'req'}#{uuid.uuid4().hex[:8]}"
-            final = None
             try:
-                # Cancelling this coroutine aborts the request inside vLLM: AsyncLLM.generate catches the
-                # CancelledError raised in its frame, aborts the request id and re-raises.
-                async with contextlib.aclosing(self._engine.generate(inputs, params, rid)) as stream:
-                    async for output in stream:
-                        final = output
+                final = await _final_output_unless_dead(self._engine, inputs, params, rid)
+            except EngineDead:
+                raise
             except Exception as exc:
                 if is_engine_dead(exc):
                     raise EngineDead(f"vLLM engine is dead (request {rid}): {type(exc).__name__}: {exc}") from exc
@@ -332,6 +331,48 @@ class VllmBackend:
 
     async def close(self) -> None:
         self.close_now()
+
+
+async def _final_output(engine: Any, inputs: Any, params: Any, rid: str) -> Any:
+    final = None
+    # Cancelling this coroutine aborts the request inside vLLM: AsyncLLM.generate catches the CancelledError raised
+    # in its frame, aborts the request id and re-raises.
+    async with contextlib.aclosing(engine.generate(inputs, params, rid)) as stream:
+        async for output in stream:
+            final = output
+    return final
+
+
+def engine_errored(engine: Any) -> bool:
+    """vLLM's own verdict (``AsyncLLM.errored``: the core is gone or the output handler ended); False for an engine
+    without that property (the fakes of the unit tests)."""
+    try:
+        return bool(getattr(engine, "errored", False))
+    except Exception:  # noqa: BLE001 - a half torn-down engine: the request's own error will say more
+        return False
+
+
+async def _final_output_unless_dead(engine: Any, inputs: Any, params: Any, rid: str) -> Any:
+    """The request's last output, or ``EngineDead`` within ``DEATH_POLL_S`` of the engine's death.
+
+    vLLM hands the requests in flight an ``EngineDeadError`` when its core process dies, but not always: when the
+    core dies as a request is being sent (seen inside a Ray actor, the core killed as the first segment of a new
+    engine started), the request waits on a socket that was closed from vLLM's monitor thread, and nothing ever
+    wakes it; the caller would wait for its batch timeout (page_timeout_s x pages: 16 minutes for 4 pages). So the
+    request runs in a task of its own, and the wait checks the engine's state every ``DEATH_POLL_S``.
+    """
+    task = asyncio.ensure_future(_final_output(engine, inputs, params, rid))
+    try:
+        while True:
+            done, _ = await asyncio.wait({task}, timeout=DEATH_POLL_S)
+            if done:
+                return task.result()
+            if engine_errored(engine):
+                raise EngineDead(f"vLLM engine is dead (request {rid} was in flight; the engine reports errored)")
+    finally:
+        if not task.done():  # the caller was cancelled, or the engine died: vLLM aborts the request
+            task.cancel()
+            await asyncio.wait({task})
 
 
 def _describe(exc: BaseException) -> str:

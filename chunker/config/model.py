@@ -8,6 +8,8 @@ from typing import Any
 import yaml
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+# The one list of model backends lives beside their factories; the registry imports nothing of the config.
+from chunker.backends.registry import known_backends
 from chunker.config.base import ConfigError, _Section
 from chunker.config.documents import ConverterConfig, IntakeConfig, PlannerConfig, RenderConfig
 from chunker.config.index import EmbedConfig, MilvusConfig, RetrievalConfig
@@ -33,8 +35,6 @@ class Config(_Section):
     @field_validator("converter")
     @classmethod
     def _known_backend(cls, v: ConverterConfig) -> ConverterConfig:
-        from chunker.backends.registry import known_backends  # the one list of model backends
-
         known = {"pdf-text", *known_backends()}
         if v.backend not in known:
             raise ValueError(f"unknown converter backend {v.backend!r}; known: {', '.join(sorted(known))}")

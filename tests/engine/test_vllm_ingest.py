@@ -101,6 +101,10 @@ def _store_ids(cfg) -> set[str]:
         return store.chunk_ids()
 
 
+def _by_source(problems: list[dict]) -> list[dict]:
+    return sorted(problems, key=lambda p: (p["source"], p.get("code", ""), p.get("reason", "")))
+
+
 def _outcomes(out: Path) -> dict[str, str]:
     return {d["source"]: d["status"] for d in pq.read_table(out / "documents").to_pylist()}
 
@@ -154,21 +158,24 @@ def test_the_conversion_actor_exits_without_a_traceback():
 
 class Killer(threading.Thread):
     """Kills the engine core once while the engine starts (soon after the core appears), then once while a
-    segment converts (as soon as the run folder holds the first segment's start marker, chunker.run.attempts)."""
+    segment converts (as soon as the run folder holds the first segment's start marker, chunker.run.attempts), and
+    notes how long the conversion actor lived on after that second kill."""
 
     def __init__(self, out: Path) -> None:
         super().__init__(daemon=True)
         self.out = out
         self.stop = threading.Event()
         self.killed: list[tuple[str, int]] = []
+        self.actor_left_after_s: float | None = None
 
-    def _kill_first(self, when: str) -> bool:
+    def _kill_first(self, when: str):
         cores = _engine_cores()
         if not cores:
-            return False
-        cores[0].send_signal(signal.SIGKILL)
-        self.killed.append((when, cores[0].pid))
-        return True
+            return None
+        core, actor = cores[0], cores[0].parent()
+        core.send_signal(signal.SIGKILL)
+        self.killed.append((when, core.pid))
+        return actor
 
     def run(self) -> None:
         while not self.stop.is_set() and not _engine_cores():
@@ -178,9 +185,16 @@ class Killer(threading.Thread):
             return
         attempts = self.out / "attempts"
         while not self.stop.is_set():
-            if attempts.is_dir() and any(attempts.rglob("*")) and self._kill_first("mid-run"):
-                return
+            if attempts.is_dir() and any(attempts.rglob("*")) and (actor := self._kill_first("mid-run")):
+                break
             time.sleep(0.05)
+        else:
+            return
+        killed_at = time.monotonic()
+        while not self.stop.is_set() and actor.is_running():
+            time.sleep(0.1)
+        if not actor.is_running():
+            self.actor_left_after_s = time.monotonic() - killed_at
 
 
 def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
@@ -202,10 +216,16 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
         killer.stop.set()
         killer.join()
     assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], killer.killed
+    # The actor saw its engine die and left at once: its requests in flight did not wait out their batch timeout
+    # (page_timeout_s x batch_pages, 960 s here), which is what a request that vLLM never wakes would do.
+    batch_budget_s = cfg.converter.page_timeout_s * cfg.intake.batch_pages
+    assert killer.actor_left_after_s is not None and killer.actor_left_after_s < batch_budget_s / 4, \
+        (killer.actor_left_after_s, batch_budget_s)
 
     # The run completed with the clean run's rows: same outcomes, same chunk IDs per document, all indexed.
     assert (s.documents, s.ok, s.partial, s.failed) == (clean.documents, clean.ok, clean.partial, clean.failed)
-    assert s.problems == clean.problems and s.fallback_pages == clean.fallback_pages
+    # (Problems come in the order documents finish, and the killed run finishes its re-run segment last.)
+    assert _by_source(s.problems) == _by_source(clean.problems) and s.fallback_pages == clean.fallback_pages
     assert _doc_chunks(out) == clean_chunks
     assert _store_ids(cfg) == {i for ids in clean_chunks.values() for i in ids}
 
