@@ -98,7 +98,7 @@ def _read_lines(uri: str) -> list[str]:
 
 
 def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: bool = True, target: str = "",
-                  convert_stage: type = ConvertStage):  # noqa: ANN201 - ray.data.Dataset
+                  convert_stage: type = ConvertStage, embed_stage: type = EmbedStage):  # noqa: ANN201 - ray.data.Dataset
     """The pipeline over ``files``: a list of ``{"path", "source"}`` dicts or a dataset of such rows.
 
     Blocks decide everything in Ray Data: a map task or actor call takes one block, and its output leaves only when
@@ -108,6 +108,7 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     ``ray.intake_block_rows`` for intake, and intake's output into one segment per block: each conversion call is one
     segment, ``ray.convert_concurrency`` calls run per actor, and each segment moves on (committed, ledgered,
     retried) alone. Task stages take 1 CPU, Ray's default, so the streaming repartition fuses into the intake task.
+    The plan and embedding stages take converted segments in bundles (``ray.post_convert_batch``).
     """
     import ray
     from ray.data import ActorPoolStrategy
@@ -136,12 +137,17 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
                                   max_tasks_in_flight_per_actor=r.convert_concurrency),
         **restart,
     )
+    # After conversion, segments travel in bundles of ``ray.post_convert_batch``: every block costs the driver's
+    # Ray Data executor a task dispatch and a pass of its resource accounting (~10-20 ms of driver CPU per task on
+    # 2 busy cores, python -m jobs.benchmark dryrun), and a segment no longer needs a block of its own once converted.
     ds = ds.map_batches(
         PlanStage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},
-        batch_size=1, num_cpus=cpu, compute=ActorPoolStrategy(size=1), **restart,
+        batch_size=r.post_convert_batch, num_cpus=cpu, **restart,
+        compute=ActorPoolStrategy(size=r.plan_actors, max_concurrent_calls_per_actor=r.plan_concurrency,
+                                  max_tasks_in_flight_per_actor=r.plan_concurrency),
     )
     ds = ds.map_batches(
-        EmbedStage, fn_constructor_kwargs={"cfg": cfg}, batch_size=4, num_cpus=cpu,
+        embed_stage, fn_constructor_kwargs={"cfg": cfg}, batch_size=r.post_convert_batch, num_cpus=cpu,
         num_gpus=r.embed_num_gpus or None, compute=ActorPoolStrategy(size=r.embed_actors), **restart,
     )
     # Above the per-segment timeout: with one segment per block something moves at least that often.
@@ -169,8 +175,10 @@ def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
 
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
-               convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True) -> RunSummary:
-    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests). ``verbose=False`` keeps
+               convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True,
+               embed_stage: type = EmbedStage) -> RunSummary:
+    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests); ``convert_stage`` and
+    ``embed_stage`` replace the model stages (tests, the dry-run benchmark). ``verbose=False`` keeps
     Ray's own progress and log lines and the workers' output off the terminal (see :func:`jobs.common.init_ray`)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
@@ -208,11 +216,15 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     try:
         with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
-                            cfg.milvus.commit_interval_s, progress, timing)
+                            cfg.milvus.commit_interval_s, progress, timing,
+                            max_pending_rows=cfg.milvus.commit_max_pending_rows,
+                            write_threads=cfg.output.write_threads)
             inputs = input_dataset(input_path, cfg, listed)
             if inputs is not None:
-                ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage)
-                writer.consume(_timed_rows(ds.iter_rows(), timing))
+                ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage,
+                                   embed_stage=embed_stage)
+                with timing.step("pipeline"):  # rows flowing in; every other driver step nests inside
+                    writer.consume(_timed_rows(ds.iter_rows(), timing))
             writer.flush_doc_rows()
         with timing.step("finish"):
             store.flush()
