@@ -8,6 +8,11 @@ Inputs: a folder, glob, object-store prefix (s3://, gs://, file://), single file
 DOCX/PPTX/XLSX (normalised to PDF). Each stage's rows are persisted as Parquet under the output folder (batches/,
 elements/, chunks/, documents/), with summary.json at the end. The driver is the one Milvus writer (Milvus Lite
 allows one process per data dir). Re-submitting the same job skips documents in the done ledger; --force redoes all.
+
+One driver passes a bounded number of pages per second (its Ray Data executor, row decoding, the Milvus client: see
+BENCHMARKS.md, python -m jobs.benchmark dryrun). Past it, split the job: N jobs with --shard 1/N ... N/N over the same
+input each take a disjoint part of it (by a hash of each path, the same part on every re-run) with a driver, run
+folder and ledger of their own under OUTPUT/shard-I-of-N, all loading one Milvus server.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from chunker.intake.inputs import InputError
 from chunker.run import faults
 from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
+from chunker.run.listing import Shard
 from chunker.run.rows import SegmentRow
 from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
@@ -62,9 +68,10 @@ class RunSummary:
     timing: dict[str, Any] = field(default_factory=dict)  # where the time went (chunker.run.timing)
 
 
-def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # noqa: ANN201 - ray.data.Dataset
-    """The input rows: a dataset reading a manifest or the listing parts the driver wrote, or the rows themselves
-    (a list) when the listing is one part."""
+def input_dataset(input_path: str, cfg: Config, listed: list[str] | None,
+                  shard: Shard | None = None):  # noqa: ANN201 - ray.data.Dataset
+    """The input rows: a dataset reading a manifest (the lines of ``shard``) or the listing parts the driver wrote,
+    or the rows themselves (a list) when the listing is one part."""
     import ray
 
     from chunker.run.listing import manifest_base, manifest_batch
@@ -82,7 +89,8 @@ def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # no
     else:
         uris, base = listed, ""
     ds = ray.data.read_text(uris)
-    return ds.map_batches(manifest_batch, fn_kwargs={"base_uri": base})
+    # The listing parts hold this shard's inputs already; a manifest's lines are picked here.
+    return ds.map_batches(manifest_batch, fn_kwargs={"base_uri": base, "shard": shard if listed is None else None})
 
 
 def _read_lines(uri: str) -> list[str]:
@@ -176,20 +184,26 @@ def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
                convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True,
-               embed_stage: type = EmbedStage) -> RunSummary:
+               embed_stage: type = EmbedStage, shard: Shard | None = None) -> RunSummary:
     """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests); ``convert_stage`` and
-    ``embed_stage`` replace the model stages (tests, the dry-run benchmark). ``verbose=False`` keeps
+    ``embed_stage`` replace the model stages (tests, the dry-run benchmark). ``shard`` takes that part of the inputs
+    into a run folder of its own inside ``output`` (see :class:`chunker.run.listing.Shard`). ``verbose=False`` keeps
     Ray's own progress and log lines and the workers' output off the terminal (see :func:`jobs.common.init_ray`)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
-    from chunker.index.store import ChunkStore
-    from chunker.intake.sources import kind
+    from chunker.index.store import ChunkStore, is_server_uri
+    from chunker.intake.sources import join_uri, kind
     from chunker.run.listing import direct_manifest, write_listing
 
     timing = RunTiming()
     t0 = timing.t0
     faults.announce()  # tests only: a run with CHUNKER_FAULTS set says so (and a malformed value stops it here)
     out_uri = output or cfg.output.dir
+    if shard is not None:
+        if not is_server_uri(cfg.milvus.uri):
+            raise InputError(f"--shard: the shards of a job load one collection at once, which Milvus Lite "
+                             f"({cfg.milvus.uri}) cannot share between processes; use a Milvus server (milvus.uri)")
+        out_uri = join_uri(out_uri, shard.name)
     runstore = RunStore(out_uri)
     runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing
     h = config_hash(cfg)
@@ -198,7 +212,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
     with timing.step("listing"):
-        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
+        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore, shard)
         runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     with timing.step("ray_init"):
         init_ray(cfg, verbose)
@@ -219,7 +233,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
                             cfg.milvus.commit_interval_s, progress, timing,
                             max_pending_rows=cfg.milvus.commit_max_pending_rows,
                             write_threads=cfg.output.write_threads)
-            inputs = input_dataset(input_path, cfg, listed)
+            inputs = input_dataset(input_path, cfg, listed, shard)
             if inputs is not None:
                 ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage,
                                    embed_stage=embed_stage)
@@ -292,14 +306,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="a directory, glob, single file, manifest (.txt/.jsonl) or s3:// / gs:// / file:// URI")
     p.add_argument("--output", default=None, help="run output folder or URI (default: output.dir from the config)")
     p.add_argument("--force", action="store_true", help="redo every document, ignoring the done ledger")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="take shard I of N of the inputs (by a hash of each path), into OUTPUT/shard-I-of-N: N jobs "
+                        "over the same input share the work, each with a driver of its own (needs a Milvus server)")
     p.add_argument("--verbose", action="store_true",
                    help="also show Ray's progress and log lines, worker output and library INFO logs")
     args = p.parse_args(argv)
     setup_logging(args.verbose)
     cfg = load_or_exit(args)
     try:
+        shard = Shard.parse(args.shard) if args.shard else None
         preflight(cfg)
-        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose)
+        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose, shard=shard)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -87,13 +87,14 @@ def _upload(server: Any, corpus: Path) -> str:
 
 
 def area_of(key: str) -> str:
-    """Which part of the run (or the inputs) an object key belongs to."""
+    """Which part of the run an object key (or a listing's prefix) belongs to: the inputs, an area of the run
+    folder (:mod:`chunker.run.layout`), another file of the run (summary, reports), or the bucket."""
     if key.startswith("corpus/"):
         return "inputs"
     parts = key.split("/")
     if len(parts) > 2 and parts[2] in AREAS:  # runs/{label}/{area}/...
         return parts[2]
-    return "other" if len(parts) > 2 else "bucket"
+    return "run" if key.startswith("runs/") else "bucket"
 
 
 @contextmanager
