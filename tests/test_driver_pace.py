@@ -233,3 +233,34 @@ def test_a_sharded_run_wants_a_milvus_server(tmp_path):
     cfg = load_config(str(REPO / "configs" / "local.yaml"), [f"milvus.uri={tmp_path / 'm.db'}"])
     with pytest.raises(InputError, match="Milvus server"):
         run_ingest(cfg, str(tmp_path), str(tmp_path / "out"), shard=Shard(1, 2))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_two_shards_ingest_the_samples_once_into_one_collection(samples_dir, tmp_path):
+    """Two jobs of one input (one after the other here, side by side on a cluster) load one Milvus server; each
+    keeps its own run folder and ledger, and every document is in exactly one of them."""
+    import json as _json
+    import os
+
+    import ray
+
+    from chunker.run.listing import Shard
+    from jobs.ingest import run_ingest
+    from milvus_lite_server import lite_server
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    with lite_server(tmp_path / "milvus") as (uri, _proc):
+        cfg = load_config(str(REPO / "configs" / "local.yaml"), [f"milvus.uri={uri}", "milvus.load_mode=upsert"])
+        try:
+            runs = [run_ingest(cfg, str(samples_dir), str(tmp_path / "out"), shard=Shard(i, 2), verbose=False)
+                    for i in (1, 2)]
+        finally:
+            ray.shutdown()
+        with ChunkStore(cfg.milvus, 384) as store:
+            rows = store.count()
+    assert sum(r.documents for r in runs) == 4 and sum(r.ok for r in runs) == 4
+    assert rows == sum(r.chunks for r in runs) == runs[-1].collection_rows
+    done = [_json.loads(p.read_text())["doc_id"] for i in (1, 2)
+            for p in (tmp_path / "out" / f"shard-{i}-of-2" / "ledger").rglob("*.json") if "by-uri" not in str(p)]
+    assert len(done) == len(set(done)) == 4

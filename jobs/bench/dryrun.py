@@ -71,6 +71,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--timeout-s", type=float, default=3600.0, help="per run")
     p.add_argument("--resume", action="store_true",
                    help="keep the runs already measured in --output (raw-<run>.json); run only the others")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: the report of the runs already measured in --output")
     return p.parse_args(argv)
 
 
@@ -225,8 +227,11 @@ def run_all(ns: argparse.Namespace) -> dict[str, Any]:
         print(f"dry run {label}: {len(counts)} documents, {sum(counts)} pages ({kwargs})", flush=True)
         kept = out / f"raw-{label}.json"
         for attempt in range(3):
-            if ns.resume and kept.is_file():  # measured by an earlier invocation into the same folder
+            if (ns.resume or ns.report_only) and kept.is_file():  # measured by an earlier invocation
                 raw = json.loads(kept.read_text())
+                break
+            if ns.report_only:
+                raw = {"failed": f"{label}: not measured in {out}"}
                 break
             raw = run_step(f"dryrun-{label}", "jobs.bench.dryrun_run:dryrun_step",
                            dict(cfg=cfg, corpus=str(work / f"corpus-{corpus}"), workdir=str(work / "runs"),
@@ -237,10 +242,13 @@ def run_all(ns: argparse.Namespace) -> dict[str, Any]:
                 break
             print(f"  Ray did not start in time (attempt {attempt + 1}); again", flush=True)
         if "failed" in raw:
+            if ns.report_only:
+                continue
             report["runs"].append({"label": label, "failed": raw["failed"], "log": raw.get("log")})
             print(f"  failed: {raw['failed']}", flush=True)
             continue
-        (out / f"raw-{label}.json").write_text(json.dumps(raw, indent=2, default=str))
+        if not kept.is_file():
+            kept.write_text(json.dumps(raw, indent=2, default=str))
         ray_cfg = cfg["ray"]
         fig = figures(raw, counts, cfg["intake"]["segment_pages"], ray_cfg.get("plan_actors", 1))
         fig["in_flight"] = in_flight or ray_cfg["convert_actors"] * ray_cfg["convert_concurrency"]
