@@ -8,6 +8,11 @@ Inputs: a folder, glob, object-store prefix (s3://, gs://, file://), single file
 DOCX/PPTX/XLSX (normalised to PDF). Each stage's rows are persisted as Parquet under the output folder (batches/,
 elements/, chunks/, documents/), with summary.json at the end. The driver is the one Milvus writer (Milvus Lite
 allows one process per data dir). Re-submitting the same job skips documents in the done ledger; --force redoes all.
+
+One driver passes a bounded number of pages per second (its Ray Data executor, row decoding, the Milvus client: see
+BENCHMARKS.md, python -m jobs.benchmark dryrun). Past it, split the job: N jobs with --shard 1/N ... N/N over the same
+input each take a disjoint part of it (by a hash of each path, the same part on every re-run) with a driver, run
+folder and ledger of their own under OUTPUT/shard-I-of-N, all loading one Milvus server.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from chunker.intake.inputs import InputError
 from chunker.run import faults
 from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
+from chunker.run.listing import Shard
 from chunker.run.rows import SegmentRow
 from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
@@ -62,9 +68,10 @@ class RunSummary:
     timing: dict[str, Any] = field(default_factory=dict)  # where the time went (chunker.run.timing)
 
 
-def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # noqa: ANN201 - ray.data.Dataset
-    """The input rows: a dataset reading a manifest or the listing parts the driver wrote, or the rows themselves
-    (a list) when the listing is one part."""
+def input_dataset(input_path: str, cfg: Config, listed: list[str] | None,
+                  shard: Shard | None = None):  # noqa: ANN201 - ray.data.Dataset
+    """The input rows: a dataset reading a manifest (the lines of ``shard``) or the listing parts the driver wrote,
+    or the rows themselves (a list) when the listing is one part."""
     import ray
 
     from chunker.run.listing import manifest_base, manifest_batch
@@ -82,7 +89,8 @@ def input_dataset(input_path: str, cfg: Config, listed: list[str] | None):  # no
     else:
         uris, base = listed, ""
     ds = ray.data.read_text(uris)
-    return ds.map_batches(manifest_batch, fn_kwargs={"base_uri": base})
+    # The listing parts hold this shard's inputs already; a manifest's lines are picked here.
+    return ds.map_batches(manifest_batch, fn_kwargs={"base_uri": base, "shard": shard if listed is None else None})
 
 
 def _read_lines(uri: str) -> list[str]:
@@ -98,7 +106,7 @@ def _read_lines(uri: str) -> list[str]:
 
 
 def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: bool = True, target: str = "",
-                  convert_stage: type = ConvertStage):  # noqa: ANN201 - ray.data.Dataset
+                  convert_stage: type = ConvertStage, embed_stage: type = EmbedStage):  # noqa: ANN201 - ray.data.Dataset
     """The pipeline over ``files``: a list of ``{"path", "source"}`` dicts or a dataset of such rows.
 
     Blocks decide everything in Ray Data: a map task or actor call takes one block, and its output leaves only when
@@ -108,6 +116,7 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     ``ray.intake_block_rows`` for intake, and intake's output into one segment per block: each conversion call is one
     segment, ``ray.convert_concurrency`` calls run per actor, and each segment moves on (committed, ledgered,
     retried) alone. Task stages take 1 CPU, Ray's default, so the streaming repartition fuses into the intake task.
+    The plan and embedding stages take converted segments in bundles (``ray.post_convert_batch``).
     """
     import ray
     from ray.data import ActorPoolStrategy
@@ -136,12 +145,17 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
                                   max_tasks_in_flight_per_actor=r.convert_concurrency),
         **restart,
     )
+    # After conversion, segments travel in bundles of ``ray.post_convert_batch``: every block costs the driver's
+    # Ray Data executor a task dispatch and a pass of its resource accounting (~10-20 ms of driver CPU per task on
+    # 2 busy cores, python -m jobs.benchmark dryrun), and a segment no longer needs a block of its own once converted.
     ds = ds.map_batches(
         PlanStage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},
-        batch_size=1, num_cpus=cpu, compute=ActorPoolStrategy(size=1), **restart,
+        batch_size=r.post_convert_batch, num_cpus=cpu, **restart,
+        compute=ActorPoolStrategy(size=r.plan_actors, max_concurrent_calls_per_actor=r.plan_concurrency,
+                                  max_tasks_in_flight_per_actor=r.plan_concurrency),
     )
     ds = ds.map_batches(
-        EmbedStage, fn_constructor_kwargs={"cfg": cfg}, batch_size=4, num_cpus=cpu,
+        embed_stage, fn_constructor_kwargs={"cfg": cfg}, batch_size=r.post_convert_batch, num_cpus=cpu,
         num_gpus=r.embed_num_gpus or None, compute=ActorPoolStrategy(size=r.embed_actors), **restart,
     )
     # Above the per-segment timeout: with one segment per block something moves at least that often.
@@ -169,19 +183,27 @@ def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
 
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
-               convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True) -> RunSummary:
-    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests). ``verbose=False`` keeps
+               convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True,
+               embed_stage: type = EmbedStage, shard: Shard | None = None) -> RunSummary:
+    """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests); ``convert_stage`` and
+    ``embed_stage`` replace the model stages (tests, the dry-run benchmark). ``shard`` takes that part of the inputs
+    into a run folder of its own inside ``output`` (see :class:`chunker.run.listing.Shard`). ``verbose=False`` keeps
     Ray's own progress and log lines and the workers' output off the terminal (see :func:`jobs.common.init_ray`)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
-    from chunker.index.store import ChunkStore
-    from chunker.intake.sources import kind
+    from chunker.index.store import ChunkStore, is_server_uri
+    from chunker.intake.sources import join_uri, kind
     from chunker.run.listing import direct_manifest, write_listing
 
     timing = RunTiming()
     t0 = timing.t0
     faults.announce()  # tests only: a run with CHUNKER_FAULTS set says so (and a malformed value stops it here)
     out_uri = output or cfg.output.dir
+    if shard is not None:
+        if not is_server_uri(cfg.milvus.uri):
+            raise InputError(f"--shard: the shards of a job load one collection at once, which Milvus Lite "
+                             f"({cfg.milvus.uri}) cannot share between processes; use a Milvus server (milvus.uri)")
+        out_uri = join_uri(out_uri, shard.name)
     runstore = RunStore(out_uri)
     runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing
     h = config_hash(cfg)
@@ -190,7 +212,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         raise InputError(f"manifest {input_path!r} does not exist")
     # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
     with timing.step("listing"):
-        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore)
+        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore, shard)
         runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     with timing.step("ray_init"):
         init_ray(cfg, verbose)
@@ -208,11 +230,15 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     try:
         with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
-                            cfg.milvus.commit_interval_s, progress, timing)
-            inputs = input_dataset(input_path, cfg, listed)
+                            cfg.milvus.commit_interval_s, progress, timing,
+                            max_pending_rows=cfg.milvus.commit_max_pending_rows,
+                            write_threads=cfg.output.write_threads)
+            inputs = input_dataset(input_path, cfg, listed, shard)
             if inputs is not None:
-                ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage)
-                writer.consume(_timed_rows(ds.iter_rows(), timing))
+                ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage,
+                                   embed_stage=embed_stage)
+                with timing.step("pipeline"):  # rows flowing in; every other driver step nests inside
+                    writer.consume(_timed_rows(ds.iter_rows(), timing))
             writer.flush_doc_rows()
         with timing.step("finish"):
             store.flush()
@@ -280,14 +306,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="a directory, glob, single file, manifest (.txt/.jsonl) or s3:// / gs:// / file:// URI")
     p.add_argument("--output", default=None, help="run output folder or URI (default: output.dir from the config)")
     p.add_argument("--force", action="store_true", help="redo every document, ignoring the done ledger")
+    p.add_argument("--shard", default=None, metavar="I/N",
+                   help="take shard I of N of the inputs (by a hash of each path), into OUTPUT/shard-I-of-N: N jobs "
+                        "over the same input share the work, each with a driver of its own (needs a Milvus server)")
     p.add_argument("--verbose", action="store_true",
                    help="also show Ray's progress and log lines, worker output and library INFO logs")
     args = p.parse_args(argv)
     setup_logging(args.verbose)
     cfg = load_or_exit(args)
     try:
+        shard = Shard.parse(args.shard) if args.shard else None
         preflight(cfg)
-        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose)
+        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose, shard=shard)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

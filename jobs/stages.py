@@ -223,7 +223,11 @@ class ConvertStage:
 
 
 class PlanStage:
-    """CPU stage: Markdown -> elements -> chunk plans -> chunk rows, persisted per segment."""
+    """CPU stage: Markdown -> elements -> chunk plans -> chunk rows, persisted per segment.
+
+    ``ray.plan_actors`` actors, each with ``ray.plan_concurrency`` calls in flight: parsing and planning run on the
+    event loop, the two Parquet parts of a segment are written side by side in threads, so one segment's round trips
+    to object storage overlap with the next one's planning instead of stalling the actor."""
 
     def __init__(self, cfg: Config, cfg_hash: str, out_uri: str) -> None:
         from chunker.plan import make_planner
@@ -234,11 +238,8 @@ class PlanStage:
         self.planner = make_planner(cfg)
 
     async def __call__(self, batch: Batch) -> Batch:
-        rows = rows_of(batch)
-        for row in rows:
-            if not row.active:
-                continue
-            await guarded(row, Stage.PLAN, "planning", self._one(row))
+        rows = rows_of(batch)  # a bundle of segments (ray.post_convert_batch), each planned and written alone
+        await asyncio.gather(*(guarded(row, Stage.PLAN, "planning", self._one(row)) for row in rows if row.active))
         return batch_of(rows)
 
     async def _one(self, row: SegmentRow) -> None:
@@ -246,9 +247,11 @@ class PlanStage:
         assert job is not None
         res = await plan_segment(job, row.batches, self.planner, self.cfg_hash)
         t0 = time.perf_counter()
-        self.store.write_segment(ELEMENTS, job.doc_id, job.segment_index,
-                                 to_table(res.elements, ELEMENT, config_hash=self.cfg_hash))
-        self.store.write_segment(CHUNKS, job.doc_id, job.segment_index, to_table(res.chunks, CHUNK))
+        await asyncio.gather(
+            asyncio.to_thread(self.store.write_segment, ELEMENTS, job.doc_id, job.segment_index,
+                              to_table(res.elements, ELEMENT, config_hash=self.cfg_hash)),
+            asyncio.to_thread(self.store.write_segment, CHUNKS, job.doc_id, job.segment_index,
+                              to_table(res.chunks, CHUNK)))
         row.write_s += time.perf_counter() - t0
         row.facts, row.chunks, row.plan_ms = res.facts, res.chunks, res.plan_ms
         row.batches = []  # persisted already; no need to carry Markdown further

@@ -122,7 +122,16 @@ class MilvusConfig(_Section):
     bulk_poll_s: float = Field(5.0, gt=0, description="Seconds between get_import_progress polls.")
     bulk_timeout_s: float = Field(7200.0, gt=0, description="Longest one bulk import job may take.")
     commit_interval_s: float = Field(
-        60.0, gt=0, description="Pending chunks are written at least this often, so the done ledger keeps up."
+        60.0, gt=0, description="A finished document waits at most about this long for its chunks to be committed "
+        "(and its ledger entry written). Commits run beside the pipeline, one at a time: one starts when none is "
+        "running and upsert_batch chunks (Milvus Lite) or bulk_threshold chunks (a server) are pending, or this "
+        "interval has passed; it takes everything pending then. Rows arriving during a long import make the next "
+        "commit larger, so imports grow with the rate instead of stalling the driver."
+    )
+    commit_max_pending_rows: int | None = Field(
+        None, ge=1, description="Chunks the driver may hold while a commit runs before it waits for that commit "
+        "(memory: ~2 KB a chunk with its 384-d vector). None: 4 x the commit size (upsert_batch on Milvus Lite, "
+        "bulk_threshold on a server)."
     )
 
     @model_validator(mode="after")

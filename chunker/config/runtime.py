@@ -27,6 +27,21 @@ class RayConfig(_Section):
         "onto the CPUs it does not reserve."
     )
     convert_concurrency: int = Field(8, ge=1, description="Document chains in flight per conversion actor.")
+    plan_actors: int = Field(
+        1, ge=1, description="Planning actors (parse + chunk plan + the segment's Parquet parts; stage_num_cpus "
+        "each). Every converted segment passes through them: one actor plans a few hundred segments per second "
+        "(python -m jobs.benchmark dryrun); add actors when the GPUs convert more."
+    )
+    plan_concurrency: int = Field(
+        4, ge=1, description="Segments in flight per planning actor: while one segment's parts are written to "
+        "object storage (round trips of tens of milliseconds), the next one is planned."
+    )
+    post_convert_batch: int = Field(
+        8, ge=1, description="Converted segments per call of the planning and embedding stages (Ray Data bundles "
+        "them): each call is a task the driver's Ray Data executor dispatches and accounts for, ~10-20 ms of driver "
+        "CPU each on 2 busy cores, so one call per segment capped the driver (python -m jobs.benchmark dryrun). A "
+        "bundle waits until it is full or the conversions are done."
+    )
     embed_actors: int = Field(1, ge=1, description="Embedding actors.")
     embed_num_gpus: float = Field(0.0, ge=0, description="GPUs per embedding actor.")
     document_timeout_s: float | None = Field(
@@ -83,6 +98,11 @@ class RayConfig(_Section):
 
 class OutputConfig(_Section):
     dir: str = Field("./output/run", description="Run output folder (local path or a pyarrow filesystem URI).")
+    write_threads: int = Field(
+        16, ge=1, description="Ledger entries the driver writes at once after a commit (two small objects per "
+        "document): on object storage each is a round trip of tens of milliseconds, so one at a time would cap a run "
+        "at a few dozen documents per second."
+    )
 
 
 class ServeConfig(_Section):

@@ -56,7 +56,7 @@ def stage_demands(cfg: Config) -> list[StageDemand]:
     r = cfg.ray
     return [
         StageDemand("convert", r.convert_actors, r.convert_cpus(), r.convert_num_gpus),
-        StageDemand("plan", 1, r.stage_num_cpus, 0.0),
+        StageDemand("plan", r.plan_actors, r.stage_num_cpus, 0.0),
         StageDemand("embed", r.embed_actors, r.stage_num_cpus, r.embed_num_gpus),
         StageDemand("intake", 1, TASK_CPUS, 0.0, actor=False),
     ]

@@ -14,7 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pyarrow.fs as pafs
@@ -33,6 +36,8 @@ class Ledger:
         self.folder = self.runstore.ledger_folder(cfg_hash)
         self.target = target
         self.runstore.makedirs(self.folder)  # no marker objects on object storage
+        self._pool: ThreadPoolExecutor | None = None  # mark_all's writers, made on first use
+        self._pool_threads = 0
 
     def _path(self, doc_id: str) -> str:
         return f"{self.folder}/{doc_id}.json"
@@ -41,14 +46,19 @@ class Ledger:
         return f"{self.folder}/by-uri/{hashlib.sha256(uri.encode('utf-8', 'surrogateescape')).hexdigest()[:32]}.json"
 
     def _read(self, path: str) -> dict[str, Any] | None:
-        # Asked first: pyarrow reports a missing object as a plain OSError on some filesystems.
-        if self.fs.get_file_info(path).type != pafs.FileType.File:
-            return None
+        # Opened at once: on object storage that is one HeadObject for a missing entry and a HeadObject + GetObject
+        # for one that is there, where asking get_file_info first added a HeadObject (and a ListObjectsV2 for a
+        # missing one: is it a folder?) per entry, i.e. per document at intake. Where a missing object comes back
+        # as a plain OSError (some filesystems), get_file_info decides.
         try:
             with self.fs.open_input_stream(path) as fh:
                 return json.loads(fh.read().decode())
         except (FileNotFoundError, json.JSONDecodeError):
             return None
+        except OSError:
+            if self.fs.get_file_info(path).type != pafs.FileType.File:
+                return None
+            raise
 
     def entry(self, doc_id: str) -> dict[str, Any] | None:
         return self._read(self._path(doc_id))
@@ -76,6 +86,19 @@ class Ledger:
             self._write(self._uri_path(source_uri), {"uri": source_uri, "version": source_version, "doc_id": doc_id,
                                                      "target": self.target, "finished_at": now})
 
+    def mark_all(self, entries: list[dict[str, Any]], threads: int = 16) -> None:
+        """:meth:`mark_done` for each entry (its keyword arguments), up to ``threads`` documents at once; returns
+        once every entry is written (raising the first error). Each document's two writes stay in their order; a
+        commit's documents no longer wait for one another's round trips (two PUTs each on object storage)."""
+        if len(entries) <= 1 or threads <= 1:
+            for e in entries:
+                self.mark_done(**e)
+            return
+        if self._pool is None or self._pool_threads != threads:
+            self._pool, self._pool_threads = ThreadPoolExecutor(threads, thread_name_prefix="ledger"), threads
+        for f in [self._pool.submit(self.mark_done, **e) for e in entries]:
+            f.result()
+
     def _write(self, path: str, obj: dict[str, Any]) -> None:
         body = json.dumps(obj, sort_keys=True, ensure_ascii=True).encode()
         if not self.runstore.local:  # an object becomes visible only once its upload completes
@@ -83,7 +106,9 @@ class Ledger:
                 fh.write(body)
             return
         self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
-        tmp = path + ".tmp"
+        # A name of its own per write: two inputs with the same bytes share a doc_id, and their entries may be
+        # written at the same moment (each rename lands whole).
+        tmp = f"{path}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
         with self.fs.open_output_stream(tmp) as fh:
             fh.write(body)
         self.fs.move(tmp, path)  # a reader never sees half an entry

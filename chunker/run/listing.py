@@ -6,6 +6,10 @@
   ``intake.listing_block`` entries under the run's ``listing/`` folder, which are then read like a manifest (a
   listing of one part is read by the driver, which hands its rows to the pipeline: see ``jobs.ingest``).
 
+A run may take one shard of its inputs (:class:`Shard`, ``jobs.ingest --shard I/N``): the inputs whose absolute path
+hashes to it, so N jobs over the same input each take a disjoint part, the same part on every re-run, each with a
+driver (and run folder and ledger) of its own, all loading one Milvus server.
+
 Either way the rows carry only ``path``/``source`` (+ ``error`` for a bad manifest line, ``unmatched`` for a file
 of an input folder whose name matches no ``intake.patterns``: listed all the same, so every file is accounted for):
 workers fetch the bytes. Paths travel as valid UTF-8 text (:func:`chunker.intake.sources.text_safe_uri`), so a file
@@ -14,7 +18,9 @@ name with bytes that are not UTF-8 reaches its worker intact instead of failing 
 
 from __future__ import annotations
 
+import hashlib
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from chunker.config import Config
@@ -26,27 +32,61 @@ from chunker.types import safe_text
 COLUMNS = ("path", "source", "error", "unmatched")
 
 
+@dataclass(frozen=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``: the inputs whose absolute path hashes to it."""
+
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if not (self.count >= 1 and 1 <= self.index <= self.count):
+            raise InputError(f"shard {self.index}/{self.count}: want I/N with 1 <= I <= N")
+
+    @classmethod
+    def parse(cls, text: str) -> "Shard":
+        index, sep, count = text.partition("/")
+        try:
+            if sep:
+                return cls(int(index), int(count))
+        except ValueError:
+            pass
+        raise InputError(f"shard {text!r}: want I/N, e.g. 2/8")
+
+    @property
+    def name(self) -> str:
+        """The run folder of this shard inside the job's output."""
+        return f"shard-{self.index}-of-{self.count}"
+
+    def holds(self, path: str) -> bool:
+        digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+
+
 def direct_manifest(input_path: str) -> bool:
     """A manifest file (not a glob matching manifests): Ray reads it itself, no listing is written."""
     return is_manifest(input_path) and not any(ch in input_path for ch in "*?[")
 
 
-def manifest_rows(row: dict[str, Any], base_uri: str) -> list[dict[str, Any]]:
-    """flat_map over manifest lines: one input row, none for blanks, or one failed row for a bad line."""
+def manifest_rows(row: dict[str, Any], base_uri: str, shard: Shard | None = None) -> list[dict[str, Any]]:
+    """flat_map over manifest lines: one input row, none for blanks (or another shard's input), or one failed row
+    for a bad line (in the shard its text hashes to)."""
     line = row["text"]
     try:
         entry = manifest_entry(line, base_uri, "line")
     except InputError as exc:
+        if shard is not None and not shard.holds(line):
+            return []
         return [{"path": "", "source": safe_text(line.strip()[:200]), "error": safe_text(str(exc)), "unmatched": False}]
-    if entry is None:
+    if entry is None or (shard is not None and not shard.holds(entry.path)):
         return []
     return [{"path": text_safe_uri(entry.path), "source": safe_text(entry.source), "error": "",
              "unmatched": not entry.matched}]
 
 
-def manifest_batch(batch: dict[str, Any], base_uri: str) -> dict[str, list[Any]]:
+def manifest_batch(batch: dict[str, Any], base_uri: str, shard: Shard | None = None) -> dict[str, list[Any]]:
     """:func:`manifest_rows` as a ``map_batches`` UDF (so the intake repartition after it fuses into its task)."""
-    out = [r for line in batch["text"] for r in manifest_rows({"text": str(line)}, base_uri)]
+    out = [r for line in batch["text"] for r in manifest_rows({"text": str(line)}, base_uri, shard)]
     return {k: [r[k] for r in out] for k in COLUMNS}
 
 
@@ -56,8 +96,9 @@ class Listing(list[str]):
     entries: int = 0
 
 
-def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> Listing:
-    """Stream the inputs into JSONL parts of ``listing_block`` entries; returns the parts' URIs (none: no input)."""
+def write_listing(input_path: str, cfg: Config, runstore: RunStore, shard: Shard | None = None) -> Listing:
+    """Stream the inputs (those of ``shard``) into JSONL parts of ``listing_block`` entries; returns the parts' URIs
+    (none: no input)."""
     runstore.clear(LISTING)  # a listing is per run: no stale parts
     parts = Listing()
     block: list[str] = []
@@ -69,6 +110,8 @@ def write_listing(input_path: str, cfg: Config, runstore: RunStore) -> Listing:
         block.clear()
 
     for f in iter_inputs(input_path, cfg.intake, unmatched=True):
+        if shard is not None and not shard.holds(f.path):
+            continue
         entry = {"path": f.path, "source": f.source}
         if not f.matched:
             entry["unmatched"] = True

@@ -44,3 +44,46 @@ def copies(dest: Path, times: int = 5, source: Path = CLOUDWAY) -> list[Path]:
                 tmp.replace(target)
             out.append(target)
     return out
+
+
+def blank_pdf(pages: int, tag: str) -> bytes:
+    """A valid PDF of ``pages`` empty A4 pages whose bytes carry ``tag`` (its own content hash, hence its own doc_id):
+    what intake reads (bytes to hash, a page count) for a dry run whose converter never looks at a page. Written
+    by hand, with a correct cross-reference table, in microseconds per page."""
+    if pages < 1:
+        raise ValueError(f"a PDF needs at least one page, not {pages}")
+    objs = ["<< /Type /Catalog /Pages 2 0 R >>",
+            "<< /Type /Pages /Kids [" + " ".join(f"{3 + i} 0 R" for i in range(pages)) + f"] /Count {pages} >>"]
+    objs += ["<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] >>"] * pages
+    out = bytearray(b"%PDF-1.4\n% " + tag.encode("ascii", "replace") + b"\n")
+    offsets = []
+    for n, body in enumerate(objs, start=1):
+        offsets.append(len(out))
+        out += f"{n} 0 obj\n{body}\nendobj\n".encode()
+    xref = len(out)
+    out += f"xref\n0 {len(objs) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{o:010d} 00000 n \n" for o in offsets).encode()
+    out += f"trailer\n<< /Size {len(objs) + 1} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    return bytes(out)
+
+
+def dryrun_counts(n_docs: int, seed: int = 0, median: float = 10.0, sigma: float = 0.9,
+                  max_pages: int = 600) -> list[int]:
+    """Page counts of a dry-run corpus: many short documents (lognormal around ``median``) and a tail of long ones."""
+    from chunker.eval.synthetic import page_counts
+
+    return page_counts(n_docs, seed, median=median, sigma=sigma, max_pages=max_pages)
+
+
+def blank_corpus(dest: Path, counts: list[int], seed: int = 0) -> list[Path]:
+    """One blank PDF per page count under ``dest`` (kept when already there: names carry seed, index and pages)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    out = []
+    for i, n in enumerate(counts):
+        path = dest / f"blank-s{seed}-{i:06d}-{n}p.pdf"
+        if not path.is_file():
+            tmp = path.with_suffix(".tmp")
+            tmp.write_bytes(blank_pdf(n, f"dry run seed {seed} document {i}"))
+            tmp.replace(path)
+        out.append(path)
+    return out
