@@ -298,10 +298,11 @@ def test_query_embedding_cache_is_an_lru(embedder: Embedder) -> None:
 
 # -- the adaptive hybrid fetch plan: IDs and scores per leg, fused, then the needed rows' fields in one call --------
 class Spy:
-    """The real store, recording each search's ``fields`` and each fetch's IDs."""
+    """The real store, recording each search's ``fields`` and each fetch's IDs; ``lite`` says which kind of store the
+    retriever sees (Milvus Lite reads every field of a hit anyway, a server does not)."""
 
-    def __init__(self, store: ChunkStore) -> None:
-        self.store, self.searches, self.fetches = store, [], []
+    def __init__(self, store: ChunkStore, lite: bool) -> None:
+        self.store, self.lite, self.searches, self.fetches = store, lite, [], []
 
     def search_batch(self, dense, texts, **kw):
         self.searches.append((kw.get("mode"), kw.get("fields")))
@@ -322,29 +323,36 @@ def reference(cfg: Config, store: ChunkStore, embedder: Embedder, question: str,
     return demote_duplicates(fuse_adaptive(dense, sparse), threshold)
 
 
+def answer(hits: list[Hit]) -> list[tuple]:
+    return [(h.chunk_id, h.score, h.text, h.breadcrumb, h.source, h.doc_id, h.page_start, h.modality) for h in hits]
+
+
+@pytest.mark.parametrize("lite", [True, False])
 @pytest.mark.parametrize("threshold", [0.5, 1.0])  # the duplicate step on (reads every candidate's text) / off
 def test_fetch_plan_reads_only_the_fields_it_needs(cfg: Config, store: ChunkStore, embedder: Embedder,
-                                                   threshold: float) -> None:
+                                                   threshold: float, lite: bool) -> None:
     r = retriever(cfg, store, embedder, duplicate_threshold=threshold, result_cache_size=0)
-    spy = Spy(store)
+    spy = Spy(store, lite)
     r._store = spy  # type: ignore[assignment]
     res = r.search(CODE_QUESTION, k=2)
     ref = reference(cfg, store, embedder, CODE_QUESTION, threshold)
     # The same answer as fetching every field in both legs: ranks, scores and every field of each hit.
-    assert [(h.chunk_id, h.score, h.text, h.breadcrumb, h.source, h.doc_id, h.page_start, h.modality) for h in res.hits] \
-        == [(x["chunk_id"], x["score"], x["text"], x["breadcrumb"], x["source"], x["doc_id"], x["page_start"],
-             x["modality"]) for x in ref[:2]]
-    assert sorted(spy.searches) == [("dense", []), ("sparse", [])]  # each leg: IDs and scores only
-    assert len(spy.fetches) == 1
-    if threshold < 1:  # demotion compares every candidate's text: all of them are fetched, once
-        assert sorted(spy.fetches[0]) == sorted(x["chunk_id"] for x in ref)
-    else:  # otherwise the top k alone
-        assert spy.fetches[0] == [x["chunk_id"] for x in ref[:2]]
-    assert set(res.split_ms) >= {"dense", "sparse", "legs", "fuse", "fetch", "duplicates"}
-    # A visual question re-sorts every candidate by modality: all are fetched even with demotion off.
+    assert answer(res.hits) == [(x["chunk_id"], x["score"], x["text"], x["breadcrumb"], x["source"], x["doc_id"],
+                                 x["page_start"], x["modality"]) for x in ref[:2]]
+    if lite or threshold < 1:
+        # Lite reads whole rows for each hit whatever is asked, and demotion reads every candidate's text: the
+        # legs bring the fields, no second call.
+        assert sorted(spy.searches) == [("dense", None), ("sparse", None)] and spy.fetches == []
+        assert "fetch" not in res.split_ms
+    else:  # a server, nothing reads the candidates: IDs and scores per leg, then the top k's fields by key
+        assert sorted(spy.searches) == [("dense", []), ("sparse", [])]
+        assert spy.fetches == [[x["chunk_id"] for x in ref[:2]]] and "fetch" in res.split_ms
+    assert set(res.split_ms) >= {"dense", "sparse", "legs", "fuse", "duplicates"}
+    # A visual question re-sorts every candidate by modality: every candidate comes with its fields.
+    spy.searches.clear()
     spy.fetches.clear()
-    r.search("Show the block diagram of the controller", k=1)
-    assert len(spy.fetches[0]) > 1
+    visual = r.search("Show the block diagram of the controller", k=1)
+    assert spy.fetches == [] and sorted(spy.searches) == [("dense", None), ("sparse", None)] and visual.hits[0].text
 
 
 def test_legs_concurrent_or_in_turn_give_the_same_answer(cfg: Config, store: ChunkStore, embedder: Embedder) -> None:
@@ -361,7 +369,7 @@ def test_one_store_call_for_the_fusions_inside_milvus(cfg: Config, store: ChunkS
     # Dense, BM25 alone and RRF / weighted hybrid need no client-side fusion: their one call returns the fields.
     for mode, fusion in (("dense", "adaptive"), ("sparse", "adaptive"), ("hybrid", "rrf")):
         r = retriever(cfg, store, embedder, mode=mode, fusion=fusion, result_cache_size=0)
-        spy = Spy(store)
+        spy = Spy(store, lite=False)
         r._store = spy  # type: ignore[assignment]
         hits = r.search("How do I mount the controller on a rail?", k=3).hits
         assert spy.searches == [(mode, None)] and spy.fetches == [] and hits[0].text

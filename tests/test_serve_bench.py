@@ -22,7 +22,17 @@ def test_hybrid_over_dense_is_the_ratio_of_store_p50s() -> None:
     by_mode = {"dense": {"direct": {"search_ms": {"p50": 20.0}, "retrieval_ms": {"p50": 25.0}}},
                "hybrid": {"direct": {"search_ms": {"p50": 30.0}, "retrieval_ms": {"p50": 35.0}}}}
     assert bench.ratios(by_mode) == {"search_ms_p50": 1.5, "retrieval_ms_p50": 1.4}
+    by_mode["dense"]["direct"]["store_cpu_ms_mean"], by_mode["hybrid"]["direct"]["store_cpu_ms_mean"] = 10.0, 25.0
+    assert bench.ratios(by_mode)["store_cpu_ms_mean"] == 2.5
     assert bench.ratios({"hybrid": by_mode["hybrid"]}) == {}
+
+
+def test_process_cpu_is_read_from_proc() -> None:
+    import os
+
+    used = bench.process_cpu_s(os.getpid())
+    assert used is not None and used > 0
+    assert bench.process_cpu_s(None) is None and bench.process_cpu_s(2**31 - 1) is None  # no such process
 
 
 def test_single_pass_is_bounded_and_modes_are_checked() -> None:
@@ -54,11 +64,13 @@ def test_tiny_run_reports_store_single_and_concurrent_latency(capsys: pytest.Cap
         assert d["duration_s"] <= ns.direct_duration + 5  # bounded (the last call may overrun the deadline)
         assert 0 < d["search_ms"]["p50"] <= d["retrieval_ms"]["p50"]
         assert d["embed_ms"]["p50"] > 0  # both modes embed the question
-        # The split of the search: one store call for dense; each leg, fusion and the fetch by key for hybrid.
-        steps = {"dense", "duplicates"} if mode == "dense" else {"dense", "sparse", "legs", "fuse", "fetch", "duplicates"}
+        # The split of the search: one store call for dense; each leg and fusion for hybrid (on Milvus Lite the legs
+        # bring the fields: no fetch by key).
+        steps = {"dense", "duplicates"} if mode == "dense" else {"dense", "sparse", "legs", "fuse", "duplicates"}
         assert set(d["split_ms_p50"]) == steps
         # A repeated question is answered by the result cache, far below a search.
         assert d["repeats_cached"] > 0 and d["repeat_ms"]["p50"] < d["search_ms"]["p50"]
+        assert d["store_cpu_ms_mean"] is not None and d["store_cpu_ms_mean"] >= 0  # the Lite server's own CPU time
         # The endpoint's own cost, per percentile, is the single client's latency minus the direct call's.
         assert set(m["endpoint_overhead_ms"]) == {"p50", "p95", "p99"}
         assert m["endpoint_overhead_ms"]["p50"] == round(one["latency_ms"]["p50"] - d["retrieval_ms"]["p50"], 1)

@@ -58,7 +58,8 @@ class SearchResult:
     batch_size: int = 1  # questions embedded (and searched, per filter group) together with this one
     cached: bool = False  # answered from the result cache: no embedding, no store call
     # The search's own steps, ms, shared with its filter group: dense, sparse (each leg's store call), legs (both,
-    # wall), fuse, fetch (fields by primary key), duplicates; or the one store call of a single-call mode.
+    # wall), fuse, fetch (fields by primary key, when the legs returned IDs only), duplicates; or the one store call
+    # of a single-call mode.
     split_ms: dict[str, float] = field(default_factory=dict)
 
 
@@ -314,10 +315,14 @@ class Retriever:
         """Candidates per question, best first, each with its fields. ``keep``: per question, how many of the best
         rows need their fields (None: all candidates); ``split`` receives each step's milliseconds.
 
-        Adaptive fusion happens here, on the client: the dense and the BM25 search each return IDs and scores only
-        (at the same time with ``concurrent_legs``), they are fused, and the fields of the rows needed are read in
-        one call by primary key: every candidate's when the duplicate step reads their text, else the top ``keep``.
-        The other fusions run inside Milvus, in one call that returns the fields with the hits."""
+        Adaptive fusion happens here, on the client, over the dense and the BM25 candidates (searched at the same
+        time with ``concurrent_legs``). Where every candidate needs its fields (the duplicate step reads their text,
+        a visual question re-sorts by modality, a rerank reads text), or where the store reads every field of a hit
+        anyway (Milvus Lite: milvus_lite/search/executor_indexed.py materialises whole rows, so asking for fewer
+        fields saves nothing, and a second call measured ~9 ms of its CPU at 100k rows), the legs return the
+        fields. Otherwise they return IDs and scores, and the top ``keep`` rows are read after fusion in one call
+        by primary key: a server then ships k rows' text instead of every candidate's. The other fusions run
+        inside Milvus, in one call that returns the fields with the hits."""
         rc = self.cfg.retrieval
         split = {} if split is None else split
         kw: dict[str, Any] = {"limit": limit, "filter_expr": expr, "filter_params": params}
@@ -327,15 +332,17 @@ class Retriever:
                                               dense_weight=rc.dense_weight, **kw)
             with _timed(split, "duplicates"):
                 return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
-        dense, sparse = self._legs(vectors, texts, kw, split)
+        keep = keep or [None] * len(texts)
+        inline = self._duplicates_on() or None in keep or bool(getattr(self.store, "lite", False))
+        dense, sparse = self._legs(vectors, texts, kw, split, fields=None if inline else [])
         with _timed(split, "fuse"):
-            fused = [fuse_adaptive(d, sp) for d, sp in zip(dense, sparse)]
-        wanted = [rows if n is None or self._duplicates_on() else rows[:n]
-                  for rows, n in zip(fused, keep or [None] * len(fused))]
-        with _timed(split, "fetch"):
-            found = self.store.fetch([r["chunk_id"] for rows in wanted for r in rows])
-        # A candidate deleted between the search and the fetch is left out, as the next search would.
-        out = [[dict(r, **found[r["chunk_id"]]) for r in rows if r["chunk_id"] in found] for rows in wanted]
+            out = [fuse_adaptive(d, sp) for d, sp in zip(dense, sparse)]
+        if not inline:
+            wanted = [rows[:n] for rows, n in zip(out, keep)]
+            with _timed(split, "fetch"):
+                found = self.store.fetch([r["chunk_id"] for rows in wanted for r in rows])
+            # A candidate deleted between the search and the fetch is left out, as the next search would.
+            out = [[dict(r, **found[r["chunk_id"]]) for r in rows if r["chunk_id"] in found] for rows in wanted]
         with _timed(split, "duplicates"):
             return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
 
@@ -343,21 +350,23 @@ class Retriever:
         """Whether :func:`demote_duplicates` reorders (it reads every candidate's text then)."""
         return self.cfg.retrieval.duplicate_threshold < 1.0
 
-    def _legs(self, vectors: np.ndarray | None, texts: list[str], kw: dict[str, Any],
-              split: dict[str, float]) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
-        """The dense and the BM25 candidates (chunk_id and score) of each question; BM25 skips blank texts."""
+    def _legs(self, vectors: np.ndarray | None, texts: list[str], kw: dict[str, Any], split: dict[str, float],
+              fields: list[str] | None) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
+        """The dense and the BM25 candidates of each question (chunk_id, score and ``fields``: None for all of
+        them); BM25 skips blank texts."""
         lexical = [i for i, t in enumerate(texts) if t and t.strip()]
         t0 = time.perf_counter()
 
         def dense() -> list[list[dict[str, Any]]]:
             with _timed(split, "dense"):
-                return self.store.search_batch(vectors, texts, mode="dense", fields=[], **kw)
+                return self.store.search_batch(vectors, texts, mode="dense", fields=fields, **kw)
 
         def sparse() -> list[list[dict[str, Any]]]:
             out: list[list[dict[str, Any]]] = [[] for _ in texts]
             if lexical:
                 with _timed(split, "sparse"):
-                    rows = self.store.search_batch(None, [texts[i] for i in lexical], mode="sparse", fields=[], **kw)
+                    rows = self.store.search_batch(None, [texts[i] for i in lexical], mode="sparse", fields=fields,
+                                                   **kw)
                 for i, r in zip(lexical, rows):
                     out[i] = r
             return out

@@ -128,8 +128,20 @@ def _percentiles(values: list[float], digits: int = 1) -> dict[str, float]:
     return {p: round(float(np.percentile(arr, q)), digits) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))}
 
 
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system) a process has used so far, from /proc (Linux); None where unknown. Its clock
+    ticks are 10 ms, so it is read over many calls: a mean per call, robust to a machine shared with other work."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | None = None,
-                 repeats: int = 50) -> dict[str, dict[str, Any]]:
+                 repeats: int = 50, server_pid: int | None = None) -> dict[str, dict[str, Any]]:
     """The same query mix through :meth:`Retriever.search_many`, one question per call, in this process, for each
     mode of ``cfgs``: what a query costs without HTTP, Serve or batching. The modes take turns question by question
     (the order rotating), so a change of machine load over the pass weighs on each alike. ``retrieval_ms`` is a
@@ -138,6 +150,9 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
     (:attr:`SearchResult.split_ms`: each leg's store call, both legs' wall time, fusion, the fetch of fields by key,
     the duplicate step). Bounded by ``duration_s`` and by one pass over the mix (or ``max_queries``); the result
     cache is off for it (as the bench builds ``cfgs``).
+
+    ``store_cpu_ms_mean``: the CPU time the Milvus Lite server process (``server_pid``) spent per question, on
+    average: what the store's work costs whatever else runs on the machine (wall times grow with the load).
 
     Then ``repeats`` questions of the mix asked twice with the result cache on: ``repeat_ms`` is the second asking,
     what a repeated question costs."""
@@ -149,7 +164,8 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
     modes = list(cfgs)
     first = Retriever(cfgs[modes[0]])
     retrievers = {m: Retriever(c, store=first.store, embedder=first.embedder) for m, c in cfgs.items()}
-    cols: dict[str, dict[str, list[float]]] = {m: {"total": [], "search": [], "embed": [], "repeat": []} for m in modes}
+    cols: dict[str, dict[str, list[float]]] = {m: {"total": [], "search": [], "embed": [], "repeat": [], "cpu": []}
+                                               for m in modes}
     split: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
     errors: dict[str, Counter[str]] = {m: Counter() for m in modes}
 
@@ -169,7 +185,9 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
                 break
             for j in range(len(modes)):
                 m = modes[(n + j) % len(modes)]
+                cpu0 = process_cpu_s(server_pid)
                 res, dt = ask(retrievers[m], body)
+                cpu1 = process_cpu_s(server_pid)
                 if isinstance(res, BaseException):
                     errors[m][type(res).__name__] += 1
                     continue
@@ -177,6 +195,8 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
                 c["total"].append(dt)
                 c["search"].append(float(res.timings_ms.get("search", 0.0)))
                 c["embed"].append(float(res.timings_ms.get("embed", 0.0)))
+                if cpu0 is not None and cpu1 is not None:
+                    c["cpu"].append((cpu1 - cpu0) * 1000.0)
                 for step, ms in res.split_ms.items():
                     split[m].setdefault(step, []).append(ms)
         wall = time.perf_counter() - t0
@@ -199,6 +219,7 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
                   "retrieval_ms": _percentiles(c["total"]), "search_ms": _percentiles(c["search"]),
                   "embed_ms": _percentiles(c["embed"]),
                   "split_ms_p50": {k: round(float(np.percentile(v, 50)), 2) for k, v in split[m].items()},
+                  "store_cpu_ms_mean": round(float(np.mean(c["cpu"])), 1) if c["cpu"] else None,
                   "repeat_ms": _percentiles(c["repeat"], digits=3), "repeats_cached": len(c["repeat"])}
     return out
 
@@ -279,13 +300,16 @@ def measure_endpoint(mode: str, base: str, ns: argparse.Namespace, direct: dict[
 
 
 def ratios(by_mode: dict[str, dict[str, Any]]) -> dict[str, float]:
-    """Hybrid's store cost over dense's, p50, from the same run: the searches alone and the whole retrieval call."""
+    """Hybrid's store cost over dense's from the same run: p50 of the searches alone and of the whole retrieval
+    call, and the mean CPU time of the store's server per question."""
     h, d = (by_mode.get(m, {}).get("direct") or {} for m in ("hybrid", "dense"))
     out = {}
     for key in ("search_ms", "retrieval_ms"):
         num, den = (h.get(key) or {}).get("p50"), (d.get(key) or {}).get("p50")
         if num and den:
             out[f"{key}_p50"] = round(num / den, 2)
+    if h.get("store_cpu_ms_mean") and d.get("store_cpu_ms_mean"):
+        out["store_cpu_ms_mean"] = round(h["store_cpu_ms_mean"] / d["store_cpu_ms_mean"], 2)
     return out
 
 
@@ -350,7 +374,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         # The store alone first, while the replicas are idle: the same collection, server and query mix, no HTTP.
         print(f"direct retrieval calls for up to {ns.direct_duration:.0f} s, modes in turn (no HTTP)", flush=True)
         report["direct_load_avg"] = _load_avg()
-        direct = direct_store(cfgs, ns.direct_duration)
+        direct = direct_store(cfgs, ns.direct_duration, server_pid=server.pid)
         report["by_mode"] = {m: measure_endpoint(m, f"{base}/{m}", ns, direct[m]) for m in ns.modes}
         report["hybrid_over_dense"] = ratios(report["by_mode"])
         report["load_avg_after"] = _load_avg()
@@ -381,7 +405,8 @@ def print_report(r: dict[str, Any]) -> None:
         print(f"\n-- {mode} (endpoint passes: load average {m.get('load_avg_before')} -> {m.get('load_avg_after')})")
         print(f"store alone (no HTTP, 1 caller): {d.get('queries')} queries, {d.get('queries_per_s')} q/s; retrieval "
               f"ms {d.get('retrieval_ms')}; search {d.get('search_ms')}; embedding {d.get('embed_ms')}")
-        print(f"  split of the search, p50 ms: {d.get('split_ms_p50')}")
+        print(f"  split of the search, p50 ms: {d.get('split_ms_p50')}; store server CPU per question, mean ms: "
+              f"{d.get('store_cpu_ms_mean')}")
         print(f"  a repeated question (result cache on), ms: {d.get('repeat_ms')} ({d.get('repeats_cached')} cached)")
         print(f"endpoint, 1 client: {one.get('ok')} ok = {one.get('requests_per_s')} req/s; latency ms "
               f"{one.get('latency_ms')}; overhead over the store {m.get('endpoint_overhead_ms')}")
