@@ -352,6 +352,10 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             load_s = load_in_child(lite_cfg, ns.chunks, dim)
             report["load_s"] = round(load_s, 1)
             report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
+        # Ray first: its node must register within 30 s (ray/_private/node.py), which a Lite server opening 100k rows
+        # beside it on a busy machine can make it miss.
+        init_ray(cfg)
+        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         # The replicas reach the same directory through a server: several processes may then share it.
         exe = Path(sys.executable).with_name("milvus-lite")
         server = subprocess.Popen(
@@ -359,8 +363,6 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         _wait_port(milvus_port, 120)
-        init_ray(cfg)
-        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         t0 = time.perf_counter()
         # One app per mode, each with its own replica(s), measured in turn (the idle one costs next to nothing).
         # Access logs off: one line per request would cost the CPU being measured and flood the terminal.
