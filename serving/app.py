@@ -315,7 +315,7 @@ class QueryService:
         rerank = self.cfg.retrieval.rerank if req.rerank is None else req.rerank
         mode = str(getattr(result, "mode", "") or self.cfg.retrieval.mode)
         return QueryResponse(query=question, k=req.k, mode=mode, rerank=rerank, hits=hits, timings_ms=Timings(**timings),
-                             batch_size=int(result.batch_size))
+                             batch_size=int(result.batch_size), cached=bool(getattr(result, "cached", False)))
 
 
 def _resolve_config_path(raw: str) -> str:

@@ -85,6 +85,10 @@ class QueryResponse(BaseModel):
     hits: list[HitOut]
     timings_ms: Timings
     batch_size: int = Field(1, description="Queries the replica embedded and searched together with this one.")
+    cached: bool = Field(
+        False, description="Answered from the replica's result cache (the same question, filters, k and rerank "
+        "within retrieval.result_cache_ttl_s): no embedding, no search."
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -117,19 +117,28 @@ def test_is_visual_question() -> None:
 
 
 class FakeStore:
-    """Returns fixed rows so score arithmetic can be checked exactly."""
+    """Returns fixed rows so score arithmetic can be checked exactly; honours ChunkStore's ``fields`` and
+    ``fetch`` (fields by primary key) the way the real store does."""
 
     def __init__(self, rows: list[dict]) -> None:
         self.rows = rows
         self.calls: list[dict] = []
+        self.fetched: list[list[str]] = []
+        self.generation = 0
 
     def search(self, dense, text, **kw) -> list[dict]:
         self.calls.append(kw)
         return [dict(r) for r in self.rows]
 
-    def search_batch(self, dense, texts, **kw) -> list[list[dict]]:
+    def search_batch(self, dense, texts, fields=None, **kw) -> list[list[dict]]:
         self.calls.append(dict(kw, texts=list(texts)))
-        return [[dict(r) for r in self.rows] for _ in texts]
+        keep = None if fields is None else {"chunk_id", "score", *fields}
+        return [[{k: v for k, v in r.items() if keep is None or k in keep} for r in self.rows] for _ in texts]
+
+    def fetch(self, chunk_ids, fields=None) -> dict[str, dict]:
+        self.fetched.append(list(chunk_ids))
+        rows = {r["chunk_id"]: {k: v for k, v in r.items() if k != "score"} for r in self.rows}
+        return {c: rows[c] for c in chunk_ids if c in rows}
 
 
 def row(cid: str, score: float, modality: str = "text", text: str = "") -> dict:
@@ -226,7 +235,7 @@ def test_bad_arguments(cfg: Config, store: ChunkStore, embedder: Embedder) -> No
 
 
 def test_search_many_matches_search_and_groups_by_filter(cfg: Config, store: ChunkStore, embedder: Embedder) -> None:
-    r = retriever(cfg, store, embedder)
+    r = retriever(cfg, store, embedder, result_cache_size=0)  # each search below reaches the store
     queries = [
         Query("How do I mount the controller on a rail?", k=3),
         Query(CODE_QUESTION, k=9, filters=QueryFilters(doc_id="docA")),
@@ -240,7 +249,7 @@ def test_search_many_matches_search_and_groups_by_filter(cfg: Config, store: Chu
         calls.append(list(texts))
         return search_batch(dense, texts, **kw)
 
-    r._store = type("Spy", (), {"search_batch": staticmethod(spy)})()  # type: ignore[assignment]
+    r._store = type("Spy", (), {"search_batch": staticmethod(spy), "fetch": store.fetch})()  # type: ignore[assignment]
     batch = r.search_many(queries)
     r._store = store
     # One call per leg (dense, BM25) per filter group; the two unfiltered questions share their calls.
@@ -269,6 +278,7 @@ def test_search_many_keeps_errors_in_their_slot(embedder: Embedder) -> None:
 def test_query_embedding_cache_is_an_lru(embedder: Embedder) -> None:
     cfg = Config()
     cfg.retrieval.query_cache_size = 2
+    cfg.retrieval.result_cache_size = 0  # the embedding cache alone: a cached answer would skip embedding altogether
     r = Retriever(cfg, store=FakeStore([row("a", 1.0)]), embedder=embedder)  # type: ignore[arg-type]
     encoded: list[list[str]] = []
     real = embedder.encode
@@ -287,6 +297,85 @@ def test_query_embedding_cache_is_an_lru(embedder: Embedder) -> None:
     r.search("beta")
     assert encoded == [["alpha", "beta"], ["gamma"], ["beta"]]
     assert np.allclose(r._embed(["alpha"])[0], real(["alpha"])[0])
+
+
+# -- the adaptive hybrid fetch plan: IDs and scores per leg, fused, then the needed rows' fields in one call --------
+class Spy:
+    """The real store, recording each search's ``fields`` and each fetch's IDs; ``lite`` says which kind of store the
+    retriever sees (Milvus Lite reads every field of a hit anyway, a server does not)."""
+
+    def __init__(self, store: ChunkStore, lite: bool) -> None:
+        self.store, self.lite, self.searches, self.fetches = store, lite, [], []
+
+    def search_batch(self, dense, texts, **kw):
+        self.searches.append((kw.get("mode"), kw.get("fields")))
+        return self.store.search_batch(dense, texts, **kw)
+
+    def fetch(self, chunk_ids, fields=None):
+        self.fetches.append(list(chunk_ids))
+        return self.store.fetch(chunk_ids, fields)
+
+
+def reference(cfg: Config, store: ChunkStore, embedder: Embedder, question: str, threshold: float) -> list[dict]:
+    """The candidates as the path before the fetch plan made them: both legs with every field, fused, demoted."""
+    from chunker.index.retrieval import demote_duplicates, fuse_adaptive
+
+    vec = embedder.encode([question])
+    dense = store.search_batch(vec, [question], mode="dense", limit=cfg.retrieval.candidates)[0]
+    sparse = store.search_batch(None, [question], mode="sparse", limit=cfg.retrieval.candidates)[0]
+    return demote_duplicates(fuse_adaptive(dense, sparse), threshold)
+
+
+def answer(hits: list[Hit]) -> list[tuple]:
+    return [(h.chunk_id, h.score, h.text, h.breadcrumb, h.source, h.doc_id, h.page_start, h.modality) for h in hits]
+
+
+@pytest.mark.parametrize("lite", [True, False])
+@pytest.mark.parametrize("threshold", [0.5, 1.0])  # the duplicate step on (reads every candidate's text) / off
+def test_fetch_plan_reads_only_the_fields_it_needs(cfg: Config, store: ChunkStore, embedder: Embedder,
+                                                   threshold: float, lite: bool) -> None:
+    r = retriever(cfg, store, embedder, duplicate_threshold=threshold, result_cache_size=0)
+    spy = Spy(store, lite)
+    r._store = spy  # type: ignore[assignment]
+    res = r.search(CODE_QUESTION, k=2)
+    ref = reference(cfg, store, embedder, CODE_QUESTION, threshold)
+    # The same answer as fetching every field in both legs: ranks, scores and every field of each hit.
+    assert answer(res.hits) == [(x["chunk_id"], x["score"], x["text"], x["breadcrumb"], x["source"], x["doc_id"],
+                                 x["page_start"], x["modality"]) for x in ref[:2]]
+    if lite or threshold < 1:
+        # Lite reads whole rows for each hit whatever is asked, and demotion reads every candidate's text: the
+        # legs bring the fields, no second call.
+        assert sorted(spy.searches) == [("dense", None), ("sparse", None)] and spy.fetches == []
+        assert "fetch" not in res.split_ms
+    else:  # a server, nothing reads the candidates: IDs and scores per leg, then the top k's fields by key
+        assert sorted(spy.searches) == [("dense", []), ("sparse", [])]
+        assert spy.fetches == [[x["chunk_id"] for x in ref[:2]]] and "fetch" in res.split_ms
+    assert set(res.split_ms) >= {"dense", "sparse", "legs", "fuse", "duplicates"}
+    # A visual question re-sorts every candidate by modality: every candidate comes with its fields.
+    spy.searches.clear()
+    spy.fetches.clear()
+    visual = r.search("Show the block diagram of the controller", k=1)
+    assert spy.fetches == [] and sorted(spy.searches) == [("dense", None), ("sparse", None)] and visual.hits[0].text
+
+
+def test_legs_concurrent_or_in_turn_give_the_same_answer(cfg: Config, store: ChunkStore, embedder: Embedder) -> None:
+    questions = [CODE_QUESTION, "How do I mount the controller on a rail?", "warranty claims"]
+    answers = []
+    for concurrent in (True, False):
+        r = retriever(cfg, store, embedder, concurrent_legs=concurrent, result_cache_size=0)
+        answers.append([[(h.chunk_id, h.score) for h in res.hits]  # type: ignore[union-attr]
+                        for res in r.search_many([Query(q, k=5) for q in questions])])
+    assert answers[0] == answers[1] and all(answers[0])
+
+
+def test_one_store_call_for_the_fusions_inside_milvus(cfg: Config, store: ChunkStore, embedder: Embedder) -> None:
+    # Dense, BM25 alone and RRF / weighted hybrid need no client-side fusion: their one call returns the fields.
+    for mode, fusion in (("dense", "adaptive"), ("sparse", "adaptive"), ("hybrid", "rrf")):
+        r = retriever(cfg, store, embedder, mode=mode, fusion=fusion, result_cache_size=0)
+        spy = Spy(store, lite=False)
+        r._store = spy  # type: ignore[assignment]
+        hits = r.search("How do I mount the controller on a rail?", k=3).hits
+        assert spy.searches == [(mode, None)] and spy.fetches == [] and hits[0].text
 
 
 # -- adaptive fusion and near-duplicates: pure functions ------------------------------------------------------------

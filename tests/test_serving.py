@@ -122,6 +122,17 @@ def test_good_query_returns_hits_with_all_fields(http: Any) -> None:
     assert "red button" in top["text"]
 
 
+def test_a_repeated_question_is_answered_from_the_cache(http: Any) -> None:
+    body = {"query": "How often should the filter be cleaned?", "k": 2}
+    first = http.post("/v1/query", json=body).json()
+    again = http.post("/v1/query", json=dict(body, query="  How often should the   filter be cleaned? ")).json()
+    assert not first["cached"] and again["cached"]
+    assert again["hits"] == first["hits"] and again["query"] == "How often should the   filter be cleaned?"
+    assert again["timings_ms"]["embed"] == 0 and again["timings_ms"]["search"] == 0
+    other = http.post("/v1/query", json=dict(body, k=1)).json()  # another k is another answer
+    assert not other["cached"] and other["hits"] == first["hits"][:1]
+
+
 def test_filters_restrict_hits(http: Any) -> None:
     r = http.post("/v1/query", json={"query": "weight of the models", "k": 5, "filters": {"modality": "table"}})
     assert r.status_code == 200, r.text
@@ -245,7 +256,8 @@ def test_store_dying_after_start_turns_ready_and_query_into_503(http: Any, base_
     stack = ExitStack()
     uri, server = stack.enter_context(lite_server(tmp_path / "m"))
     try:
-        serve.run(build_app({"milvus.uri": uri}), name="flaky", route_prefix="/flaky")
+        # Result cache off: the question asked after the outage must reach the store, not a cached answer.
+        serve.run(build_app({"milvus.uri": uri, "retrieval.result_cache_size": "0"}), name="flaky", route_prefix="/flaky")
         assert http.get("/flaky/readyz").status_code == 200
         ok = http.post("/flaky/v1/query", json={"query": "pump"})
         assert ok.status_code == 200 and ok.json()["hits"] == []  # an empty collection, created by the replica
@@ -275,7 +287,8 @@ def test_a_frozen_store_is_a_503_within_the_call_timeout(http: Any, tmp_path: An
     stack = ExitStack()
     uri, server = stack.enter_context(lite_server(tmp_path / "m"))
     try:
-        serve.run(build_app({"milvus.uri": uri, "milvus.call_timeout_s": str(timeout_s)}),
+        serve.run(build_app({"milvus.uri": uri, "milvus.call_timeout_s": str(timeout_s),
+                             "retrieval.result_cache_size": "0"}),  # each question below must reach the store
                   name="frozen", route_prefix="/frozen")
         assert http.post("/frozen/v1/query", json={"query": "pump"}).status_code == 200
         os.kill(server.pid, signal.SIGSTOP)

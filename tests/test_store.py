@@ -210,6 +210,39 @@ def test_search_batch_answers_each_query_as_search_does(filter_store: ChunkStore
         filter_store.search_batch(None, ["number", " "], mode="sparse")
 
 
+def test_ids_only_legs_and_fetch_by_key(filter_store: ChunkStore) -> None:
+    # What the adaptive hybrid path asks for: each leg's IDs and scores alone, then the winners' fields in one call.
+    q = vecs(15)[4]
+    for mode, dense, text in (("dense", q, None), ("sparse", None, "number 2")):
+        full = filter_store.search(dense, text, mode=mode, limit=6)
+        bare = filter_store.search_batch(None if dense is None else dense.reshape(1, -1), [text or ""], mode=mode,
+                                         limit=6, fields=[])[0]
+        assert [set(r) for r in bare] == [{"chunk_id", "score"}] * len(full)
+        assert [r["chunk_id"] for r in bare] == [r["chunk_id"] for r in full]
+        assert [r["score"] for r in bare] == pytest.approx([r["score"] for r in full], rel=1e-6)
+    full = filter_store.search(q, None, mode="dense", limit=4)
+    ids = [r["chunk_id"] for r in full]
+    got = filter_store.fetch([*reversed(ids), "no-such-chunk", ids[0]])
+    assert set(got) == set(ids)  # an ID no longer stored is absent, a repeated one asked once
+    for r in full:
+        assert got[r["chunk_id"]] == {k: v for k, v in r.items() if k != "score"}
+    assert set(filter_store.fetch(ids[:1], ["text"])[ids[0]]) == {"chunk_id", "text"}
+    assert filter_store.fetch([]) == {}
+
+
+def test_every_write_bumps_the_generation(store: ChunkStore) -> None:
+    seen = [store.generation]
+    store.upsert(make_chunks(3), vecs(3))
+    seen.append(store.generation)
+    store.delete_doc_except("d1", {"d1-0"})
+    seen.append(store.generation)
+    store.delete_doc("d1")
+    seen.append(store.generation)
+    store.mark_changed()  # a writer that loads rows another way (bulk import) says so itself
+    seen.append(store.generation)
+    assert seen == sorted(set(seen)) and len(seen) == 5
+
+
 def test_schema_version_and_dim_mismatch_explain_rebuild(lite_root: Path) -> None:
     cfg = MilvusConfig(uri=str(lite_root / "store.db"))
     s = ChunkStore(cfg, DIM, collection="dimcheck")

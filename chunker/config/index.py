@@ -171,3 +171,16 @@ class RetrievalConfig(_Section):
     query_cache_size: int = Field(
         256, ge=0, description="Query embeddings kept in a per-process LRU cache keyed by the question (0: off)."
     )
+    result_cache_size: int = Field(
+        512, ge=0, description="Finished answers kept per process (LRU), keyed by the question (whitespace "
+        "normalised), its filters, k, rerank and these retrieval settings: a repeated question is answered without "
+        "embedding or searching. A write through this process's store empties it; 0 turns it off."
+    )
+    result_cache_ttl_s: float = Field(
+        30.0, gt=0, description="Seconds a cached answer is served: how stale an answer may be after another "
+        "process (an ingest job) writes into the collection, since only this process's own writes are seen at once."
+    )
+    concurrent_legs: bool = Field(
+        True, description="Adaptive hybrid: send the dense and the BM25 search at the same time (two threads) "
+        "instead of one after the other; a Milvus server runs them in parallel, Milvus Lite mostly in turn."
+    )

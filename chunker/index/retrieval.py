@@ -8,55 +8,23 @@ question -> embed (the ingest embedder) -> Milvus top-N per leg (dense / BM25) -
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
-from chunker.errors import SetupError
 from chunker.config import Config
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
+from chunker.index.rerank import CrossEncoderReranker, Reranker, RerankerUnavailable  # noqa: F401 - their home before
+from chunker.index.result_cache import ResultCache, normalise_question
 from chunker.index.store import ChunkStore
-
-
-class RerankerUnavailable(SetupError):
-    """Reranking was asked for but no cross-encoder can be loaded."""
-
-
-@runtime_checkable
-class Reranker(Protocol):
-    """Scores passages against a question; higher is more relevant."""
-
-    def score(self, question: str, passages: list[str]) -> list[float]: ...
-
-
-class CrossEncoderReranker:
-    """A sentence-transformers CrossEncoder loaded from a local folder (weights are never downloaded)."""
-
-    def __init__(self, model_path: str, device: str = "cpu", batch_size: int = 32) -> None:
-        if not os.path.isdir(model_path):
-            raise RerankerUnavailable(
-                f"retrieval.reranker_model {model_path!r} is not a local folder; download a CrossEncoder "
-                "(e.g. cross-encoder/ms-marco-MiniLM-L-6-v2) and point retrieval.reranker_model at it"
-            )
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        from sentence_transformers import CrossEncoder
-
-        self.model = CrossEncoder(model_path, device=device)
-        self.batch_size = batch_size
-
-    def score(self, question: str, passages: list[str]) -> list[float]:
-        if not passages:
-            return []
-        scores = self.model.predict(
-            [(question, p) for p in passages], batch_size=self.batch_size, show_progress_bar=False
-        )
-        return [float(s) for s in scores]
 
 
 @dataclass
@@ -89,6 +57,32 @@ class SearchResult:
     hits: list[Hit]
     timings_ms: dict[str, float] = field(default_factory=dict)  # embed, search, rerank
     batch_size: int = 1  # questions embedded (and searched, per filter group) together with this one
+    cached: bool = False  # answered from the result cache: no embedding, no store call
+    # The search's own steps, ms, shared with its filter group: dense, sparse (each leg's store call), legs (both,
+    # wall), fuse, fetch (fields by primary key, when the legs returned IDs only), duplicates; or the one store call
+    # of a single-call mode.
+    split_ms: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    """One question of a batch on its way to the store."""
+
+    i: int
+    visual: bool
+    scorer: Any
+    expr: str
+    params: dict[str, Any] | None
+    key: tuple[Any, ...]
+
+
+@contextmanager
+def _timed(split: dict[str, float], step: str) -> Iterator[None]:
+    t = time.perf_counter()
+    try:
+        yield
+    finally:
+        split[step] = split.get(step, 0.0) + (time.perf_counter() - t) * 1000
 
 
 def is_visual_question(question: str, keywords: list[str]) -> bool:
@@ -211,6 +205,9 @@ class Retriever:
         self._reranker = reranker
         # question -> vector; a retriever is used by one thread at a time (the Serve batch handler).
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        rc = cfg.retrieval
+        self._results: ResultCache[list[Hit]] = ResultCache(rc.result_cache_size, rc.result_cache_ttl_s)
+        self._pool: ThreadPoolExecutor | None = None  # the BM25 leg's thread (concurrent_legs), made on first use
 
     @property
     def embedder(self) -> Embedder:
@@ -246,16 +243,20 @@ class Retriever:
         return out
 
     def search_many(self, queries: list[Query]) -> list[SearchResult | Exception]:
-        """Answer several questions at once: one embedding call, one store call per distinct filter.
+        """Answer several questions at once: one embedding call, one store call per leg and distinct filter.
 
         The result list matches ``queries``; a question that cannot be answered (empty, bad k, bad filter,
         rerank unavailable, store error) holds its exception, so one bad request never fails its neighbours.
         ``timings_ms`` of a result are those of the shared steps it took part in (the batch's embed, its
-        filter group's search) plus its own rerank.
+        filter group's search) plus its own rerank. A question answered in the last ``result_cache_ttl_s`` with the
+        same filters, k and settings, and no write through this process's store since, comes from the result
+        cache (``cached``; no embedding, no store call).
         """
         rc = self.cfg.retrieval
         out: list[SearchResult | Exception | None] = [None] * len(queries)
-        plans: list[tuple[int, bool, Any, str, dict[str, Any] | None]] = []  # (i, visual, scorer, expr, params)
+        generation = self._generation()  # read before searching: a write racing the search makes its answer stale
+        settings = rc.model_dump_json() if self._results.size else ""
+        plans: list[_Plan] = []
         for i, q in enumerate(queries):
             try:
                 if not q.question or not q.question.strip():
@@ -267,7 +268,14 @@ class Retriever:
                 # Fail before any work when a rerank cannot happen (visual questions skip the cross-encoder anyway).
                 scorer = self.reranker() if want_rerank and not visual else None
                 expr, params = build_filter(q.filters)
-                plans.append((i, visual, scorer, expr, params))
+                key = (normalise_question(q.question), q.k, expr, repr(sorted((params or {}).items())),
+                       scorer is not None, settings)
+                hits = self._results.get(key, generation)
+                if hits is not None:
+                    out[i] = SearchResult(hits=list(hits), timings_ms={"embed": 0.0, "search": 0.0, "rerank": 0.0},
+                                          cached=True)
+                    continue
+                plans.append(_Plan(i, visual, scorer, expr, params, key))
             except Exception as exc:  # noqa: BLE001 - the request's own error, returned in its slot
                 out[i] = exc
         if not plans:
@@ -278,60 +286,124 @@ class Retriever:
         if rc.mode in ("dense", "hybrid"):  # BM25 alone needs no vector (and no model load)
             t = time.perf_counter()
             try:
-                vecs = self._embed([queries[i].question for i, *_ in plans])
+                vecs = self._embed([queries[p.i].question for p in plans])
             except Exception as exc:  # noqa: BLE001 - every question of the batch shares the failure
-                for i, *_ in plans:
-                    out[i] = exc
+                for p in plans:
+                    out[p.i] = exc
                 return out  # type: ignore[return-value]
             embed_ms = (time.perf_counter() - t) * 1000
-            vectors = {i: v for (i, *_), v in zip(plans, vecs)}
+            vectors = {p.i: v for p, v in zip(plans, vecs)}
 
-        groups: dict[str, list[tuple[int, bool, Any, str, dict[str, Any] | None]]] = {}
+        groups: dict[str, list[_Plan]] = {}
         for plan in plans:
-            groups.setdefault(repr((plan[3], sorted((plan[4] or {}).items()))), []).append(plan)
+            groups.setdefault(repr((plan.expr, sorted((plan.params or {}).items()))), []).append(plan)
         for group in groups.values():
-            idx = [p[0] for p in group]
-            expr, params = group[0][3], group[0][4]
+            idx = [p.i for p in group]
             t = time.perf_counter()
+            split: dict[str, float] = {}
             try:
                 rows_per_q = self._search(
                     np.stack([vectors[i] for i in idx]) if vectors else None,
                     [queries[i].question for i in idx], limit=max(rc.candidates, max(queries[i].k for i in idx)),
-                    expr=expr, params=params,
+                    expr=group[0].expr, params=group[0].params,
+                    # Visual questions re-sort every candidate by modality, reranked ones by text: they need all
+                    # candidates' fields; the others their top k.
+                    keep=[None if p.visual or p.scorer is not None else queries[p.i].k for p in group], split=split,
                 )
             except Exception as exc:  # noqa: BLE001 - the group's questions share the failure
                 for i in idx:
                     out[i] = exc
                 continue
             search_ms = (time.perf_counter() - t) * 1000
-            for (i, visual, scorer, _, _), rows in zip(group, rows_per_q):
+            for p, rows in zip(group, rows_per_q):
                 timings = {"embed": embed_ms, "search": search_ms, "rerank": 0.0}
                 try:
-                    out[i] = self._finish(queries[i], rows, visual, scorer, timings)
-                    out[i].batch_size = len(plans)  # type: ignore[union-attr]
+                    res = self._finish(queries[p.i], rows, p.visual, p.scorer, timings)
+                    res.batch_size, res.split_ms = len(plans), dict(split)
+                    self._results.put(p.key, generation, list(res.hits))
+                    out[p.i] = res
                 except Exception as exc:  # noqa: BLE001 - e.g. a reranker that misbehaves on this question
-                    out[i] = exc
+                    out[p.i] = exc
         return out  # type: ignore[return-value]
 
+    def _generation(self) -> int:
+        """The store's write generation (0 before the store is opened: nothing is cached yet either)."""
+        return int(getattr(self._store, "generation", 0) or 0)
+
     def _search(self, vectors: np.ndarray | None, texts: list[str], limit: int, expr: str,
-                params: dict[str, Any] | None) -> list[list[dict[str, Any]]]:
-        """Candidates per question: one store call per leg. Adaptive fusion happens here, on the client; the other
-        fusions run inside Milvus."""
+                params: dict[str, Any] | None, keep: list[int | None] | None = None,
+                split: dict[str, float] | None = None) -> list[list[dict[str, Any]]]:
+        """Candidates per question, best first, each with its fields. ``keep``: per question, how many of the best
+        rows need their fields (None: all candidates); ``split`` receives each step's milliseconds.
+
+        Adaptive fusion happens here, on the client, over the dense and the BM25 candidates (searched at the same
+        time with ``concurrent_legs``). Where every candidate needs its fields (the duplicate step reads their text,
+        a visual question re-sorts by modality, a rerank reads text), or where the store reads every field of a hit
+        anyway (Milvus Lite: milvus_lite/search/executor_indexed.py materialises whole rows, so asking for fewer
+        fields saves nothing, and a second call measured ~9 ms of its CPU at 100k rows), the legs return the
+        fields. Otherwise they return IDs and scores, and the top ``keep`` rows are read after fusion in one call
+        by primary key: a server then ships k rows' text instead of every candidate's. The other fusions run
+        inside Milvus, in one call that returns the fields with the hits."""
         rc = self.cfg.retrieval
+        split = {} if split is None else split
         kw: dict[str, Any] = {"limit": limit, "filter_expr": expr, "filter_params": params}
         if rc.mode != "hybrid" or rc.fusion != "adaptive":
-            out = self.store.search_batch(vectors, texts, mode=rc.mode, fusion=rc.fusion, rrf_k=rc.rrf_k,
-                                          dense_weight=rc.dense_weight, **kw)
-        else:
-            dense = self.store.search_batch(vectors, texts, mode="dense", **kw)
-            lexical = [i for i, t in enumerate(texts) if t and t.strip()]
-            sparse: list[list[dict[str, Any]]] = [[] for _ in texts]
-            if lexical:
-                for i, rows in zip(lexical, self.store.search_batch(None, [texts[i] for i in lexical],
-                                                                    mode="sparse", **kw)):
-                    sparse[i] = rows
+            with _timed(split, rc.mode):
+                out = self.store.search_batch(vectors, texts, mode=rc.mode, fusion=rc.fusion, rrf_k=rc.rrf_k,
+                                              dense_weight=rc.dense_weight, **kw)
+            with _timed(split, "duplicates"):
+                return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
+        keep = keep or [None] * len(texts)
+        inline = self._duplicates_on() or None in keep or bool(getattr(self.store, "lite", False))
+        dense, sparse = self._legs(vectors, texts, kw, split, fields=None if inline else [])
+        with _timed(split, "fuse"):
             out = [fuse_adaptive(d, sp) for d, sp in zip(dense, sparse)]
-        return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
+        if not inline:
+            wanted = [rows[:n] for rows, n in zip(out, keep)]
+            with _timed(split, "fetch"):
+                found = self.store.fetch([r["chunk_id"] for rows in wanted for r in rows])
+            # A candidate deleted between the search and the fetch is left out, as the next search would.
+            out = [[dict(r, **found[r["chunk_id"]]) for r in rows if r["chunk_id"] in found] for rows in wanted]
+        with _timed(split, "duplicates"):
+            return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
+
+    def _duplicates_on(self) -> bool:
+        """Whether :func:`demote_duplicates` reorders (it reads every candidate's text then)."""
+        return self.cfg.retrieval.duplicate_threshold < 1.0
+
+    def _legs(self, vectors: np.ndarray | None, texts: list[str], kw: dict[str, Any], split: dict[str, float],
+              fields: list[str] | None) -> tuple[list[list[dict[str, Any]]], list[list[dict[str, Any]]]]:
+        """The dense and the BM25 candidates of each question (chunk_id, score and ``fields``: None for all of
+        them); BM25 skips blank texts."""
+        lexical = [i for i, t in enumerate(texts) if t and t.strip()]
+        t0 = time.perf_counter()
+
+        def dense() -> list[list[dict[str, Any]]]:
+            with _timed(split, "dense"):
+                return self.store.search_batch(vectors, texts, mode="dense", fields=fields, **kw)
+
+        def sparse() -> list[list[dict[str, Any]]]:
+            out: list[list[dict[str, Any]]] = [[] for _ in texts]
+            if lexical:
+                with _timed(split, "sparse"):
+                    rows = self.store.search_batch(None, [texts[i] for i in lexical], mode="sparse", fields=fields,
+                                                   **kw)
+                for i, r in zip(lexical, rows):
+                    out[i] = r
+            return out
+
+        if self.cfg.retrieval.concurrent_legs and lexical:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bm25-leg")
+            later = self._pool.submit(sparse)
+            try:
+                d = dense()
+            finally:
+                s = later.result()  # waited for even when dense failed: no search left running behind an error
+        else:
+            d, s = dense(), sparse()
+        split["legs"] = (time.perf_counter() - t0) * 1000
+        return d, s
 
     def _embed(self, questions: list[str]) -> list[np.ndarray]:
         """Query vectors, from a small LRU cache where the same question was asked recently."""
@@ -373,6 +445,13 @@ class Retriever:
         ]
         return SearchResult(hits=hits, timings_ms=timings)
 
+    def invalidate(self) -> None:
+        """Forget every cached answer (the store's writes do this already; for a caller that knows of others)."""
+        self._results.clear()
+
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if self._store is not None:
             self._store.close()

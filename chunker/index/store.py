@@ -99,6 +99,9 @@ class ChunkStore:
             raise StoreError(f"milvus.index_type {cfg.index_type} does not build on Milvus Lite ({cfg.uri} runs "
                              f"{self.version}); use HNSW, IVF_FLAT, IVF_SQ8, FLAT or AUTOINDEX, or a Milvus server")
         self.index_type = cfg.index_type  # the existing collection's own, once opened
+        # Bumped by every write through this object: a reader's result cache keyed by it never serves an answer
+        # from before a write made here (writers in other processes are bounded by the cache's TTL instead).
+        self.generation = 0
         self._open_collection()
 
     def _connect_error(self, exc: Exception) -> StoreError:
@@ -191,6 +194,11 @@ class ChunkStore:
 
     # ------------------------------------------------------------------ writes
 
+    def mark_changed(self) -> None:
+        """Say the collection changed, after the change (every write here calls it; a writer that loads rows another
+        way, such as a bulk import, calls it too), so cached search results of this process are not served again."""
+        self.generation += 1
+
     def upsert(self, chunks: list[Chunk], vectors: np.ndarray) -> int:
         """Insert or replace chunks by chunk_id; returns the rows written."""
         vectors = np.asarray(vectors, dtype=np.float32)
@@ -201,9 +209,12 @@ class ChunkStore:
         # Duplicate IDs in one call: the last wins, as it would across calls.
         rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vectors)}.values())
         step = self.cfg.upsert_batch
-        with self._answering("upsert"):
-            for i in range(0, len(rows), step):
-                self.client.upsert(self.collection, rows[i : i + step], timeout=self.cfg.write_timeout_s)
+        try:
+            with self._answering("upsert"):
+                for i in range(0, len(rows), step):
+                    self.client.upsert(self.collection, rows[i : i + step], timeout=self.cfg.write_timeout_s)
+        finally:
+            self.mark_changed()  # after the write, partial ones too: a search begun before it is not cached as new
         return len(rows)
 
     def _filter(self, expr: str, params: dict[str, Any] | None) -> dict[str, Any]:
@@ -216,8 +227,11 @@ class ChunkStore:
 
     def _delete_where(self, expr: str, params: dict[str, Any]) -> int:
         """Delete by expression; the rows deleted where the store says (Lite lists them, servers count them)."""
-        with self._answering("delete"):
-            res = self.client.delete(self.collection, timeout=self.cfg.write_timeout_s, **self._filter(expr, params))
+        try:
+            with self._answering("delete"):
+                res = self.client.delete(self.collection, timeout=self.cfg.write_timeout_s, **self._filter(expr, params))
+        finally:
+            self.mark_changed()
         if isinstance(res, dict):
             return int(res.get("delete_count") or res.get("deleted_count") or 0)
         return len(res or [])
@@ -350,12 +364,17 @@ class ChunkStore:
         fusion: Literal["rrf", "weighted"] = "rrf",
         rrf_k: int = 60,
         dense_weight: float = 0.5,
+        fields: list[str] | None = None,
     ) -> list[list[dict[str, Any]]]:
         """:meth:`search` for n queries that share a mode, limit and filter, in one Milvus call per leg.
 
         ``dense`` is (n, dim) or None, ``texts`` n strings or None. One call instead of n matters on Milvus Lite:
-        every search call walks all rows in Python to mask deleted and superseded versions (~1.3 us a row, so
-        ~130 ms at 100k rows, measured), whatever the index, while the index lookup itself takes ~1 ms per query.
+        every search call walks all rows in Python to mask deleted and superseded versions, whatever the index,
+        while the index lookup itself takes ~1 ms per query.
+
+        ``fields``: the row fields each hit carries (default: all of ``ROW_FIELDS``); ``[]`` gives ``chunk_id`` and
+        ``score`` only, for a caller that fuses candidates first and fetches the winners' fields with
+        :meth:`fetch`.
         """
         n = len(dense) if dense is not None else len(texts or [])
         if dense is not None and texts is not None and len(texts) != n:
@@ -371,7 +390,7 @@ class ChunkStore:
             # Blank text leaves BM25 nothing to match: those queries go dense, the rest stay hybrid.
             out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
             kw = {"limit": limit, "filter_expr": filter_expr, "filter_params": filter_params, "fusion": fusion,
-                  "rrf_k": rrf_k, "dense_weight": dense_weight}
+                  "rrf_k": rrf_k, "dense_weight": dense_weight, "fields": fields}
             for sub_mode, idx in (("dense", [i for i in range(n) if not has_text[i]]),
                                   ("hybrid", [i for i in range(n) if has_text[i]])):
                 if idx:
@@ -386,20 +405,23 @@ class ChunkStore:
         # The deadline also bounds pymilvus' retry loop (decorators.retry_on_rpc_failure). Without one, a server that
         # accepts connections but never answers held a search for 70 s (until gRPC keepalive dropped the connection;
         # measured against a SIGSTOPped milvus-lite server).
-        common = {"limit": int(limit), "output_fields": ROW_FIELDS, "timeout": self.cfg.call_timeout_s}
+        fields = list(ROW_FIELDS) if fields is None else list(dict.fromkeys(["chunk_id", *fields]))
+        # An empty output_fields means "every field" to Milvus Lite (vectors included) but "the key only" to a
+        # server: naming the key means the key alone to both.
+        common = {"limit": int(limit), "output_fields": fields, "timeout": self.cfg.call_timeout_s}
         if mode == "dense":
             with self._answering("search"):
                 res = self.client.search(self.collection, data=dense_req, anns_field="dense",
                                          search_params=self._dense_search_params(int(limit)), **common, **fkw)
             # L2 is a distance: negate so that every mode reports "higher is better".
             sign = -1.0 if self.cfg.metric == "L2" else 1.0
-            return [[self._row(h, sign * float(h["distance"])) for h in hits] for hits in res]
+            return [[self._row(h, sign * float(h["distance"]), fields) for h in hits] for hits in res]
         if mode == "sparse":
             with self._answering("search"):
                 res = self.client.search(self.collection, data=list(texts or []), anns_field="sparse",
                                          search_params={"metric_type": "BM25"}, **common, **fkw)
             # BM25 scores are >= 0; Lite reports them negated (as distances), a server as is.
-            return [[self._row(h, abs(float(h["distance"]))) for h in hits] for hits in res]
+            return [[self._row(h, abs(float(h["distance"])), fields) for h in hits] for hits in res]
         req_kw: dict[str, Any] = {}
         if fkw:
             req_kw["expr"] = fkw["filter"]
@@ -414,7 +436,7 @@ class ChunkStore:
         ranker = RRFRanker(int(rrf_k)) if fusion == "rrf" else WeightedRanker(float(dense_weight), 1.0 - float(dense_weight))
         with self._answering("hybrid_search"):
             res = self.client.hybrid_search(self.collection, reqs, ranker, **common)
-        return [[self._row(h, float(h["distance"])) for h in hits] for hits in res]
+        return [[self._row(h, float(h["distance"]), fields) for h in hits] for hits in res]
 
     def _dense_search_params(self, limit: int) -> dict[str, Any]:
         # On Lite the HNSW lookup is ~1 ms of a search (ef buys little there); on a server ef / nprobe /
@@ -422,18 +444,45 @@ class ChunkStore:
         params = index_search_params(self.cfg, self.index_type, limit)
         return {"metric_type": self.cfg.metric, **({"params": params} if params else {})}
 
+    def fetch(self, chunk_ids: list[str], fields: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """The rows of ``chunk_ids`` by primary key, in one call: chunk_id -> row (``fields``, default all of
+        ``ROW_FIELDS``). An ID no longer stored (deleted since it was found) is absent from the answer.
+
+        A key lookup, not a scan: Milvus Lite answers an ``in`` list on the primary key with point reads
+        (milvus_lite/adapter/grpc/servicer.py, ``Query``), a server from its primary-key index."""
+        ids = list(dict.fromkeys(chunk_ids))
+        if not ids:
+            return {}
+        wanted = list(ROW_FIELDS) if fields is None else list(dict.fromkeys(["chunk_id", *fields]))
+        with self._answering("get"):
+            res = self.client.get(self.collection, ids=ids, output_fields=wanted, timeout=self.cfg.call_timeout_s)
+        out = {}
+        for entity in res:
+            row = self._fields(entity, wanted)
+            out[row["chunk_id"]] = row
+        return out
+
     @staticmethod
-    def _row(hit: dict[str, Any], score: float) -> dict[str, Any]:
-        entity = hit.get("entity") or {}
-        row = {k: entity.get(k) for k in ROW_FIELDS}
-        row["chunk_id"] = row["chunk_id"] or hit.get("id")
-        row["element_ids"] = list(row["element_ids"] or [])
+    def _fields(entity: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+        row = {k: entity.get(k) for k in fields}
+        if "element_ids" in row:
+            row["element_ids"] = list(row["element_ids"] or [])
+        return row
+
+    @classmethod
+    def _row(cls, hit: dict[str, Any], score: float, fields: list[str]) -> dict[str, Any]:
+        row = cls._fields(hit.get("entity") or {}, fields)
+        # pymilvus 3 names a hit's key by the key field ("chunk_id"); older clients said "id".
+        row["chunk_id"] = (hit.get("entity") or {}).get("chunk_id") or hit.get("chunk_id") or hit.get("id")
         row["score"] = score
         return row
 
     def drop(self) -> None:
         """Drop the whole collection (a rebuild starts from nothing)."""
-        self.client.drop_collection(self.collection, timeout=self.cfg.write_timeout_s)
+        try:
+            self.client.drop_collection(self.collection, timeout=self.cfg.write_timeout_s)
+        finally:
+            self.mark_changed()
 
     def close(self) -> None:
         self.client.close()

@@ -1,22 +1,28 @@
 """Load benchmark of the query endpoint, on loopback only, bounded in rows, clients, time and requests.
 
-It starts a ``milvus-lite server`` on 127.0.0.1 with a fresh collection of N synthetic chunks (random unit vectors,
-texts from a synthetic vocabulary so the BM25 leg has work too), serves :mod:`serving.app` on a free loopback port,
-runs C concurrent clients of ``POST /v1/query`` for D seconds, prints latency percentiles, throughput and errors,
-and tears everything down. It reports; it never asserts.
+It starts a ``milvus-lite server`` on 127.0.0.1 with a collection of N synthetic chunks (random unit vectors, texts
+from a synthetic vocabulary so the BM25 leg has work too; :mod:`jobs.bench.serve_data`), serves :mod:`serving.app`
+once per retrieval mode (``--modes``, default dense and hybrid; one app per mode, under /<mode>), and measures each
+mode in turn, against the same collection and query mix:
 
-Beside the C-client figures, measured in the same run against the same collection and query mix: one client alone
-(the endpoint's latency without queueing), and the retrieval call straight on the store, in this process with no
-HTTP and no Serve (:meth:`Retriever.search_many` one question at a time: query embedding plus the Milvus Lite
-searches, and the searches alone). What the single client waits beyond the direct call is the endpoint's own
-overhead (HTTP, proxy, replica hand-off).
+- the store alone: :meth:`Retriever.search_many` one question at a time in this process, no HTTP and no Serve
+  (query embedding plus the store calls; the store calls alone; and the split of the search into its steps: each
+  leg's store call, both legs' wall time, fusion, the fetch of fields by key, the duplicate step), then a repeated
+  question with the result cache on;
+- one client against the endpoint (its latency without queueing; minus the store alone: the endpoint's own
+  overhead: HTTP, proxy, replica hand-off);
+- C concurrent clients of ``POST /v1/query`` for D seconds (latency percentiles, throughput, errors).
+
+It prints the figures and the hybrid / dense ratio of the store's p50, and tears everything down. It reports; it
+never asserts.
 
     python -m jobs.bench.serve --quick                 # 5k chunks, 10 s
     python -m jobs.bench.serve --chunks 100000 --clients 8 --duration 60
     python -m jobs.bench.serve --chunks 100000 --db /tmp/bench100k.db   # keep the collection, reuse it next time
+    python -m jobs.benchmark serve ...                 # the same, through the benchmark entry point
 
-The query-embedding cache is off unless ``--set retrieval.query_cache_size=N`` turns it on: the bench cycles
-through 200 questions, and a cache would measure the cache.
+Both caches (query embeddings, results) are off for the timed passes unless ``--set`` turns them on: the bench
+cycles through 200 questions, and a cache would measure the cache.
 """
 
 from __future__ import annotations
@@ -38,115 +44,18 @@ from typing import Any
 import numpy as np
 
 from chunker.config import Config
-from chunker.types import Chunk
+from jobs.bench.serve_data import load_in_child, query_bodies
 
 MAX_DURATION_S = 600.0  # hard bound whatever the flags say: this is a benchmark, not a soak test
 MAX_CLIENTS = 64
 MAX_REQUESTS_PER_CLIENT_S = 500  # request cap per client-second, in case latency collapses to ~0
 MAX_SINGLE_S = 30.0  # the single-client and direct-store passes each run at most this long (and at most --duration)
-_MODALITIES = ("text", "text", "text", "table", "figure")
 
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def vocabulary(size: int = 3000, seed: int = 7) -> list[str]:
-    """Pronounceable fake words: distinct enough for BM25, no real corpus needed."""
-    rng = np.random.default_rng(seed)
-    cons, vows = list("bcdfghklmnprstvz"), list("aeiou")
-    words: set[str] = set()
-    while len(words) < size:
-        n = int(rng.integers(2, 5))
-        words.add("".join(str(rng.choice(cons)) + str(rng.choice(vows)) for _ in range(n)))
-    return sorted(words)
-
-
-def synthetic_chunks(start: int, count: int, vocab: list[str], rng: np.random.Generator) -> list[Chunk]:
-    out = []
-    for i in range(start, start + count):
-        words = rng.choice(vocab, size=int(rng.integers(40, 120)))
-        doc = f"benchdoc{i // 40:06d}"
-        page = (i % 40) // 2 + 1
-        crumb = f"Manual {i // 40} > Section {(i % 40) // 8}"
-        out.append(
-            Chunk(
-                chunk_id=f"bench-{i:08d}", doc_id=doc, element_ids=[f"{doc}:{i % 40}"],
-                text=f"{crumb}\n\n" + " ".join(words), breadcrumb=crumb, page_start=page, page_end=page,
-                modality=_MODALITIES[i % len(_MODALITIES)],  # type: ignore[arg-type]
-                planner="synthetic", config_hash="bench", source=f"bench/{doc}.pdf", source_uri=f"bench/{doc}.pdf",
-            )
-        )
-    return out
-
-
-def load_collection(cfg: Config, n: int, dim: int, batch: int = 2000) -> float:
-    """Insert n synthetic chunks; returns seconds taken. Vectors are random unit rows: setup speed over meaning.
-
-    Meant for a Milvus Lite path in a child process: in-process Lite inserts ran ~5x faster than through
-    `milvus-lite server` (measured), and the child's exit releases the data-dir lock for the server.
-    """
-    from chunker.index.collection import chunk_row
-    from chunker.index.store import ChunkStore
-
-    rng = np.random.default_rng(11)
-    vocab = vocabulary()
-    store = ChunkStore(cfg.milvus, dim)
-    t0 = time.perf_counter()
-    for start in range(0, n, batch):
-        count = min(batch, n - start)
-        vecs = rng.standard_normal((count, dim)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        rows = [chunk_row(c, v) for c, v in zip(synthetic_chunks(start, count, vocab, rng), vecs)]
-        # Plain insert, not ChunkStore.upsert: the collection is fresh and the IDs unique, and upsert slows down
-        # as the collection grows (measured ~100 rows/s past 40k rows), which would make setup the benchmark.
-        store.client.insert(store.collection, rows)
-        if (start // batch) % 10 == 0:
-            print(f"  loaded {start + count:,}/{n:,} chunks", flush=True)
-    print(f"  collection holds {store.count():,} chunks", flush=True)
-    store.close()
-    return time.perf_counter() - t0
-
-
-def _load_child(cfg_data: dict[str, Any], n: int, dim: int, out: Any) -> None:
-    out.put(load_collection(Config.model_validate(cfg_data), n, dim))
-
-
-def load_in_child(cfg: Config, n: int, dim: int, timeout_s: float = 1800.0) -> float:
-    """Run :func:`load_collection` in a spawned process, so the Lite lock is gone when it returns."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("spawn")  # no fork: this process may already hold gRPC threads
-    out = ctx.Queue()
-    proc = ctx.Process(target=_load_child, args=(cfg.model_dump(mode="json"), n, dim, out))
-    proc.start()
-    try:
-        secs = float(out.get(timeout=timeout_s))
-    finally:
-        proc.join(timeout=60)
-        if proc.is_alive():
-            proc.kill()
-    if proc.exitcode != 0:
-        raise RuntimeError(f"loading process exited with {proc.exitcode}")
-    return secs
-
-
-def query_bodies(n: int = 200, seed: int = 3) -> list[dict[str, Any]]:
-    """Varied requests: short and long questions, some with filters, k from 3 to 20."""
-    rng = np.random.default_rng(seed)
-    vocab = vocabulary()
-    bodies = []
-    for i in range(n):
-        q = " ".join(rng.choice(vocab, size=int(rng.integers(2, 16))))
-        body: dict[str, Any] = {"query": f"what does the manual say about {q}?", "k": int(rng.choice([3, 5, 10, 20]))}
-        if i % 5 == 1:
-            body["filters"] = {"modality": "table"}
-        elif i % 5 == 3:
-            body["filters"] = {"page_min": 2, "page_max": 10}
-        bodies.append(body)
-    return bodies
 
 
 async def _client(
@@ -214,49 +123,105 @@ def server_breakdown(server: list[dict[str, float]]) -> dict[str, Any]:
     }
 
 
-def _percentiles(values: list[float]) -> dict[str, float]:
+def _percentiles(values: list[float], digits: int = 1) -> dict[str, float]:
     arr = np.asarray(values) if values else np.zeros(1)
-    return {p: round(float(np.percentile(arr, q)), 1) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))}
+    return {p: round(float(np.percentile(arr, q)), digits) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))}
 
 
-def direct_store(cfg: Config, duration_s: float, max_queries: int | None = None) -> dict[str, Any]:
-    """The same query mix through :meth:`Retriever.search_many`, one question per call, in this process: what a
-    query costs without HTTP, Serve or batching. ``retrieval_ms`` is a call's whole wall time (query embedding,
-    every Milvus call of the mode, fusion); ``search_ms`` the Milvus calls alone, ``embed_ms`` the embedding alone.
-    Bounded by ``duration_s`` and by one pass over the mix (or ``max_queries``)."""
+def process_cpu_s(pid: int | None) -> float | None:
+    """CPU seconds (user + system) a process has used so far, from /proc (Linux); None where unknown. Its clock
+    ticks are 10 ms, so it is read over many calls: a mean per call, robust to a machine shared with other work."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | None = None,
+                 repeats: int = 50, server_pid: int | None = None) -> dict[str, dict[str, Any]]:
+    """The same query mix through :meth:`Retriever.search_many`, one question per call, in this process, for each
+    mode of ``cfgs``: what a query costs without HTTP, Serve or batching. The modes take turns question by question
+    (the order rotating), so a change of machine load over the pass weighs on each alike. ``retrieval_ms`` is a
+    call's whole wall time (query embedding, every store call, fusion); ``search_ms`` the store calls with fusion and
+    field fetch; ``embed_ms`` the embedding alone; ``split_ms_p50`` each step of the search
+    (:attr:`SearchResult.split_ms`: each leg's store call, both legs' wall time, fusion, the fetch of fields by key,
+    the duplicate step). Bounded by ``duration_s`` and by one pass over the mix (or ``max_queries``); the result
+    cache is off for it (as the bench builds ``cfgs``).
+
+    ``store_cpu_ms_mean``: the CPU time the Milvus Lite server process (``server_pid``) spent per question, on
+    average: what the store's work costs whatever else runs on the machine (wall times grow with the load).
+
+    Then ``repeats`` questions of the mix asked twice with the result cache on: ``repeat_ms`` is the second asking,
+    what a repeated question costs."""
     from chunker.index.filters import QueryFilters
     from chunker.index.retrieval import Query, Retriever
 
     bodies = query_bodies()
     limit = len(bodies) if max_queries is None else max(1, min(max_queries, len(bodies)))
-    retriever = Retriever(cfg)
-    total: list[float] = []
-    search: list[float] = []
-    embed: list[float] = []
-    errors: Counter[str] = Counter()
+    modes = list(cfgs)
+    first = Retriever(cfgs[modes[0]])
+    retrievers = {m: Retriever(c, store=first.store, embedder=first.embedder) for m, c in cfgs.items()}
+    cols: dict[str, dict[str, list[float]]] = {m: {"total": [], "search": [], "embed": [], "repeat": [], "cpu": []}
+                                               for m in modes}
+    split: dict[str, dict[str, list[float]]] = {m: {} for m in modes}
+    errors: dict[str, Counter[str]] = {m: Counter() for m in modes}
+
+    def ask(r: Retriever, body: dict[str, Any]) -> tuple[Any, float]:
+        filters = QueryFilters(**body["filters"]) if body.get("filters") else None
+        t = time.perf_counter()
+        (res,) = r.search_many([Query(body["query"], body["k"], filters)])
+        return res, (time.perf_counter() - t) * 1000.0
+
     try:
-        retriever.search_many([Query("warm up the direct path", k=1)])  # model load and first searches: not timed
+        for r in retrievers.values():  # model load and first searches (Lite builds its BM25 index): not timed
+            r.search_many([Query("warm up the direct path", k=1)])
         t0 = time.perf_counter()
         deadline = t0 + duration_s
-        for body in bodies[:limit]:
+        for n, body in enumerate(bodies[:limit]):
             if time.perf_counter() >= deadline:
                 break
-            filters = QueryFilters(**body["filters"]) if body.get("filters") else None
-            t = time.perf_counter()
-            (res,) = retriever.search_many([Query(body["query"], body["k"], filters)])
-            dt = (time.perf_counter() - t) * 1000.0
-            if isinstance(res, BaseException):
-                errors[type(res).__name__] += 1
-                continue
-            total.append(dt)
-            search.append(float(res.timings_ms.get("search", 0.0)))
-            embed.append(float(res.timings_ms.get("embed", 0.0)))
+            for j in range(len(modes)):
+                m = modes[(n + j) % len(modes)]
+                cpu0 = process_cpu_s(server_pid)
+                res, dt = ask(retrievers[m], body)
+                cpu1 = process_cpu_s(server_pid)
+                if isinstance(res, BaseException):
+                    errors[m][type(res).__name__] += 1
+                    continue
+                c = cols[m]
+                c["total"].append(dt)
+                c["search"].append(float(res.timings_ms.get("search", 0.0)))
+                c["embed"].append(float(res.timings_ms.get("embed", 0.0)))
+                if cpu0 is not None and cpu1 is not None:
+                    c["cpu"].append((cpu1 - cpu0) * 1000.0)
+                for step, ms in res.split_ms.items():
+                    split[m].setdefault(step, []).append(ms)
         wall = time.perf_counter() - t0
+        for m, cfg in cfgs.items():
+            on = cfg.model_copy(deep=True)
+            on.retrieval.result_cache_size = max(repeats, 1)
+            cached = Retriever(on, store=first.store, embedder=first.embedder)
+            for body in bodies[:repeats]:
+                ask(cached, body)
+                res, dt = ask(cached, body)
+                if not isinstance(res, BaseException) and res.cached:
+                    cols[m]["repeat"].append(dt)
     finally:
-        retriever.close()
-    return {"queries": len(total), "duration_s": round(wall, 2), "errors": dict(errors),
-            "queries_per_s": round(len(total) / wall, 2) if wall else 0.0,
-            "retrieval_ms": _percentiles(total), "search_ms": _percentiles(search), "embed_ms": _percentiles(embed)}
+        first.close()
+    out = {}
+    for m in modes:
+        c = cols[m]
+        out[m] = {"queries": len(c["total"]), "duration_s": round(wall, 2), "errors": dict(errors[m]),
+                  "queries_per_s": round(len(c["total"]) / (sum(c["total"]) / 1000), 2) if c["total"] else 0.0,
+                  "retrieval_ms": _percentiles(c["total"]), "search_ms": _percentiles(c["search"]),
+                  "embed_ms": _percentiles(c["embed"]),
+                  "split_ms_p50": {k: round(float(np.percentile(v, 50)), 2) for k, v in split[m].items()},
+                  "store_cpu_ms_mean": round(float(np.mean(c["cpu"])), 1) if c["cpu"] else None,
+                  "repeat_ms": _percentiles(c["repeat"], digits=3), "repeats_cached": len(c["repeat"])}
+    return out
 
 
 def overhead(single: dict[str, Any], direct: dict[str, Any]) -> dict[str, float]:
@@ -275,22 +240,36 @@ def _wait_port(port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port} after {timeout_s:.0f} s")
 
 
+MODES = ("dense", "sparse", "hybrid")
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m jobs.bench.serve", description=__doc__.split("\n")[0])
     p.add_argument("--config", default=None, help="YAML config for the app (defaults when omitted).")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Config override; repeatable.")
+    p.add_argument("--modes", default="dense,hybrid",
+                   help="Retrieval modes measured in this run, comma-separated (each gets its own app and passes; "
+                   "overrides retrieval.mode).")
     p.add_argument("--chunks", type=int, default=100_000, help="Synthetic chunks in the collection.")
     p.add_argument("--clients", type=int, default=8, help="Concurrent HTTP clients.")
     p.add_argument("--duration", type=float, default=60.0, help="Seconds of load.")
     p.add_argument("--single-duration", type=float, default=None,
                    help=f"Seconds of the single-client pass and at most as long for the direct store pass (default and "
                    f"cap: --duration, at most {MAX_SINGLE_S:.0f} s).")
+    p.add_argument("--direct-duration", type=float, default=None,
+                   help="Seconds of the store-alone pass, all modes together (default: the single-client pass's "
+                   f"length per mode; at most {MAX_DURATION_S:.0f} s). At 100k chunks on Milvus Lite a hybrid question "
+                   "takes a quarter of a second or more: give it enough for ~50 questions per mode.")
     p.add_argument("--replicas", type=int, default=1, help="Query replicas.")
     p.add_argument("--quick", action="store_true", help="5,000 chunks and 10 s of load.")
     p.add_argument("--json", default=None, help="Also write the report to this file.")
     p.add_argument("--db", default=None, help="Milvus Lite directory to keep: loaded when missing, reused as is when "
                    "it exists (loading 100k chunks takes minutes).")
     ns = p.parse_args(argv)
+    ns.modes = list(dict.fromkeys(m.strip() for m in ns.modes.split(",") if m.strip()))
+    bad = [m for m in ns.modes if m not in MODES]
+    if bad or not ns.modes:
+        p.error(f"--modes: unknown or no mode {bad}; known: {', '.join(MODES)}")
     if ns.quick:
         ns.chunks, ns.duration = min(ns.chunks, 5_000), min(ns.duration, 10.0)
     ns.chunks = max(1, ns.chunks)
@@ -298,7 +277,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ns.duration = max(1.0, min(ns.duration, MAX_DURATION_S))
     single = ns.duration if ns.single_duration is None else ns.single_duration
     ns.single_duration = max(1.0, min(single, ns.duration, MAX_SINGLE_S))
+    direct = ns.single_duration * len(ns.modes) if ns.direct_duration is None else ns.direct_duration
+    ns.direct_duration = max(1.0, min(direct, MAX_DURATION_S))
     return ns
+
+
+def _load_avg() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+def measure_endpoint(mode: str, base: str, ns: argparse.Namespace, direct: dict[str, Any]) -> dict[str, Any]:
+    """One mode's endpoint passes against its own app at ``base``: one client, then N clients."""
+    r: dict[str, Any] = {"load_avg_before": _load_avg(), "direct": direct}
+    asyncio.run(drive(base, 1, 2.0))  # warm-up
+    print(f"[{mode}] 1 client for {ns.single_duration:.0f} s against {base}/v1/query", flush=True)
+    r["single_client"] = asyncio.run(drive(base, 1, ns.single_duration))
+    r["endpoint_overhead_ms"] = overhead(r["single_client"], direct)
+    print(f"[{mode}] {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
+    r["concurrent"] = asyncio.run(drive(base, ns.clients, ns.duration))
+    r["load_avg_after"] = _load_avg()
+    return r
+
+
+def ratios(by_mode: dict[str, dict[str, Any]]) -> dict[str, float]:
+    """Hybrid's store cost over dense's from the same run: p50 of the searches alone and of the whole retrieval
+    call, and the mean CPU time of the store's server per question."""
+    h, d = (by_mode.get(m, {}).get("direct") or {} for m in ("hybrid", "dense"))
+    out = {}
+    for key in ("search_ms", "retrieval_ms"):
+        num, den = (h.get(key) or {}).get("p50"), (d.get(key) or {}).get("p50")
+        if num and den:
+            out[f"{key}_p50"] = round(num / den, 2)
+    if h.get("store_cpu_ms_mean") and d.get("store_cpu_ms_mean"):
+        out["store_cpu_ms_mean"] = round(h["store_cpu_ms_mean"] / d["store_cpu_ms_mean"], 2)
+    return out
 
 
 def run(ns: argparse.Namespace) -> dict[str, Any]:
@@ -311,17 +323,21 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     work = Path(tempfile.mkdtemp(prefix="serve_bench_"))
     milvus_port, http_port = free_port(), free_port()
     uri = f"http://127.0.0.1:{milvus_port}"
-    overrides = ["retrieval.query_cache_size=0", *ns.set, f"milvus.uri={uri}", f"serve.replicas={ns.replicas}",
-                 "serve.autoscaling=false"]
-    app_args = {"config": ns.config, "set": overrides}
-    cfg = config_from_args(app_args)
+    # Both caches off: the bench cycles through 200 questions, and a cache would measure the cache (the direct pass
+    # measures a repeated question on its own, with the result cache on).
+    overrides = ["retrieval.query_cache_size=0", "retrieval.result_cache_size=0", *ns.set, f"milvus.uri={uri}",
+                 f"serve.replicas={ns.replicas}", "serve.autoscaling=false"]
+    app_args = {m: {"config": ns.config, "set": [*overrides, f"retrieval.mode={m}"]} for m in ns.modes}
+    cfgs = {m: config_from_args(a) for m, a in app_args.items()}
+    cfg = cfgs[ns.modes[0]]
     lite_dir = Path(ns.db).resolve() if ns.db else work / "milvus.db"
-    s = cfg.serve
+    s, rc = cfg.serve, cfg.retrieval
     report: dict[str, Any] = {
-        "chunks": ns.chunks, "replicas": ns.replicas, "mode": cfg.retrieval.mode, "num_cpus": s.num_cpus,
-        "max_batch_size": s.max_batch_size, "batch_wait_timeout_s": s.batch_wait_timeout_s,
-        "torch_threads": s.torch_threads, "query_cache_size": cfg.retrieval.query_cache_size,
-        "load_avg_before": [round(x, 2) for x in os.getloadavg()],
+        "chunks": ns.chunks, "replicas": ns.replicas, "modes": ns.modes, "clients": ns.clients,
+        "num_cpus": s.num_cpus, "max_batch_size": s.max_batch_size, "batch_wait_timeout_s": s.batch_wait_timeout_s,
+        "torch_threads": s.torch_threads, "fusion": rc.fusion, "candidates": rc.candidates,
+        "concurrent_legs": rc.concurrent_legs, "duplicate_threshold": rc.duplicate_threshold,
+        "load_avg_before": _load_avg(),
     }
     server: subprocess.Popen[bytes] | None = None
     try:
@@ -336,6 +352,10 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             load_s = load_in_child(lite_cfg, ns.chunks, dim)
             report["load_s"] = round(load_s, 1)
             report["load_rows_per_s"] = round(ns.chunks / load_s, 1)
+        # Ray first: its node must register within 30 s (ray/_private/node.py), which a Lite server opening 100k rows
+        # beside it on a busy machine can make it miss.
+        init_ray(cfg)
+        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         # The replicas reach the same directory through a server: several processes may then share it.
         exe = Path(sys.executable).with_name("milvus-lite")
         server = subprocess.Popen(
@@ -343,23 +363,23 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
         _wait_port(milvus_port, 120)
-        init_ray(cfg)
-        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
         t0 = time.perf_counter()
+        # One app per mode, each with its own replica(s), measured in turn (the idle one costs next to nothing).
         # Access logs off: one line per request would cost the CPU being measured and flood the terminal.
-        serve.run(build_app(app_args), name="bench", route_prefix="/", logging_config={"enable_access_log": False})
+        for m in ns.modes:
+            serve.run(build_app(app_args[m]), name=f"bench-{m}", route_prefix=f"/{m}",
+                      logging_config={"enable_access_log": False})
         report["serve_start_s"] = round(time.perf_counter() - t0, 1)
         base = f"http://127.0.0.1:{http_port}"
-        asyncio.run(drive(base, 1, 2.0))  # warm-up: first searches load the collection and JIT paths
-        # The store alone first, while the replica is idle: the same collection, server and query mix, no HTTP.
-        print(f"direct retrieval calls for up to {ns.single_duration:.0f} s (no HTTP)", flush=True)
-        report["direct"] = direct_store(cfg, ns.single_duration)
-        print(f"driving 1 client for {ns.single_duration:.0f} s against {base}/v1/query", flush=True)
-        report["single_client"] = asyncio.run(drive(base, 1, ns.single_duration))
-        report["endpoint_overhead_ms"] = overhead(report["single_client"], report["direct"])
-        print(f"driving {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
-        report.update(asyncio.run(drive(base, ns.clients, ns.duration)))
-        report["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
+        for m in ns.modes:
+            asyncio.run(drive(f"{base}/{m}", 1, 2.0))  # warm-up: first searches load the collection and JIT paths
+        # The store alone first, while the replicas are idle: the same collection, server and query mix, no HTTP.
+        print(f"direct retrieval calls for up to {ns.direct_duration:.0f} s, modes in turn (no HTTP)", flush=True)
+        report["direct_load_avg"] = _load_avg()
+        direct = direct_store(cfgs, ns.direct_duration, server_pid=server.pid)
+        report["by_mode"] = {m: measure_endpoint(m, f"{base}/{m}", ns, direct[m]) for m in ns.modes}
+        report["hybrid_over_dense"] = ratios(report["by_mode"])
+        report["load_avg_after"] = _load_avg()
     finally:
         if ray.is_initialized():
             try:
@@ -377,26 +397,29 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
 
 
 def print_report(r: dict[str, Any]) -> None:
-    lat = r.get("latency_ms", {})
     print("\n== serve benchmark ==")
-    print(f"chunks {r['chunks']:,}  replicas {r['replicas']}  mode {r['mode']}  clients {r.get('clients')}")
-    print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s")
-    d, one = r.get("direct") or {}, r.get("single_client") or {}
-    if d:
-        print(f"direct (no HTTP, 1 caller): {d.get('queries')} queries, {d.get('queries_per_s')} q/s; retrieval ms "
-              f"{d.get('retrieval_ms')}; searches alone {d.get('search_ms')}; embedding {d.get('embed_ms')}")
-    if one:
+    print(f"chunks {r['chunks']:,}  replicas {r['replicas']}  modes {','.join(r['modes'])}  clients {r['clients']}  "
+          f"fusion {r.get('fusion')}  candidates {r.get('candidates')}  concurrent legs {r.get('concurrent_legs')}")
+    print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s; "
+          f"store-alone pass (modes in turn) began at load average {r.get('direct_load_avg')}")
+    for mode, m in (r.get("by_mode") or {}).items():
+        d, one, many = m.get("direct") or {}, m.get("single_client") or {}, m.get("concurrent") or {}
+        print(f"\n-- {mode} (endpoint passes: load average {m.get('load_avg_before')} -> {m.get('load_avg_after')})")
+        print(f"store alone (no HTTP, 1 caller): {d.get('queries')} queries, {d.get('queries_per_s')} q/s; retrieval "
+              f"ms {d.get('retrieval_ms')}; search {d.get('search_ms')}; embedding {d.get('embed_ms')}")
+        print(f"  split of the search, p50 ms: {d.get('split_ms_p50')}; store server CPU per question, mean ms: "
+              f"{d.get('store_cpu_ms_mean')}")
+        print(f"  a repeated question (result cache on), ms: {d.get('repeat_ms')} ({d.get('repeats_cached')} cached)")
         print(f"endpoint, 1 client: {one.get('ok')} ok = {one.get('requests_per_s')} req/s; latency ms "
-              f"{one.get('latency_ms')}; overhead over direct {r.get('endpoint_overhead_ms')}")
-    print(f"endpoint, {r.get('clients')} clients:")
-    print(f"requests {r.get('requests')} in {r.get('duration_s')} s; ok {r.get('ok')} = {r.get('requests_per_s')} req/s")
-    print(f"latency ms (ok requests)  p50 {lat.get('p50')}  p95 {lat.get('p95')}  p99 {lat.get('p99')}  max {r.get('latency_ms_max')}")
-    print(f"server-side ms  mean {r.get('server_ms_mean')}")
-    print(f"                p50  {r.get('server_ms_p50')}")
-    print(f"                p99  {r.get('server_ms_p99')}")
-    print(f"batch size mean {r.get('batch_size_mean')} max {r.get('batch_size_max')}; num_cpus {r.get('num_cpus')}; "
-          f"load average before {r.get('load_avg_before')} after {r.get('load_avg_after')}")
-    print(f"errors {r.get('errors') or 'none'}")
+              f"{one.get('latency_ms')}; overhead over the store {m.get('endpoint_overhead_ms')}")
+        print(f"endpoint, {many.get('clients')} clients: {many.get('ok')} ok of {many.get('requests')} in "
+              f"{many.get('duration_s')} s = {many.get('requests_per_s')} req/s; latency ms {many.get('latency_ms')} "
+              f"max {many.get('latency_ms_max')}; errors {many.get('errors') or 'none'}")
+        print(f"  replica ms p50 {many.get('server_ms_p50')}; batch size mean {many.get('batch_size_mean')} "
+              f"max {many.get('batch_size_max')}")
+    if r.get("hybrid_over_dense"):
+        print(f"\nhybrid / dense, store p50: {r['hybrid_over_dense']}")
+    print(f"load average before {r.get('load_avg_before')} after {r.get('load_avg_after')}; num_cpus {r.get('num_cpus')}")
     print(json.dumps(r, sort_keys=True))
 
 
