@@ -105,9 +105,29 @@ def _monitor_node_types() -> list[NodeType] | None:
     return node_types_of(config) if isinstance(config, dict) else None
 
 
+def _autoscaler_running() -> bool:
+    """Whether an autoscaler (not Ray's read-only mirror of a fixed cluster) manages the cluster, as its status in the
+    GCS shows: autoscaler v2 says so in its own key; v1's report maps nodes to named node types, where the read-only
+    provider of a cluster started without an autoscaling config names each node's type ``node_<id>``
+    (ray/autoscaler/_private/util.py, ``format_readonly_node_type``). KubeRay's autoscaler, in its sidecar, shows
+    here even though its node types cannot be read."""
+    import json
+
+    from ray.experimental.internal_kv import _internal_kv_get
+
+    try:
+        if (_internal_kv_get("__autoscaler_v2_enabled", namespace="__autoscaler") or b"") == b"1":
+            return True
+        report = json.loads(_internal_kv_get("__autoscaling_status") or b"{}").get("autoscaler_report") or {}
+    except (ValueError, TypeError):
+        return False
+    return any(not str(t).startswith("node_") for t in (report.get("node_type_mapping") or {}).values())
+
+
 def autoscaler_node_types(cfg: Config) -> list[NodeType] | None:
     """What the cluster's autoscaler can add: None for a fixed cluster (or ``ray.autoscaler=never``), an empty list
-    for an autoscaler whose node types are unknown (``ray.autoscaler=always`` with none found or declared)."""
+    for an autoscaler whose node types are unknown (KubeRay's, unless ``ray.node_types`` declares them; or
+    ``ray.autoscaler=always`` with none found)."""
     r = cfg.ray
     if r.autoscaler == "never":
         return None
@@ -116,7 +136,7 @@ def autoscaler_node_types(cfg: Config) -> list[NodeType] | None:
     found = _gcs_node_types() or _monitor_node_types()
     if found:
         return found
-    return [] if r.autoscaler == "always" else None
+    return [] if r.autoscaler == "always" or _autoscaler_running() else None
 
 
 def request_bundles(bundles: list[dict[str, float]]) -> None:
