@@ -345,7 +345,8 @@ def test_the_job_rule_accepts_the_autoscaled_group_and_refuses_what_it_can_never
     gpu = next(g for g in spec["workerGroupSpecs"] if _gpus(g))
     most = int(gpu["maxReplicas"])
     # Every pod of the group at its maximum: accepted, though the group may be down to minReplicas at submit time.
-    assert gpu["minReplicas"] < most and _placement_problems(load_config(seven, [f"ray.convert_actors={most}"]), spec) == []
+    assert gpu["minReplicas"] < most
+    assert _placement_problems(load_config(seven, [f"ray.convert_actors={most}"]), spec) == []
     [problem] = _placement_problems(load_config(seven, [f"ray.convert_actors={most + 1}"]), spec)
     assert "convert stage cannot be placed" in problem and f"can add {most} x gpu" in problem
     # Declared node types that are not the manifest's are a mismatch, not a silent wrong answer.

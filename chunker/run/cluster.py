@@ -309,7 +309,8 @@ def fit_cluster(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None, *,
         out = fit_stages(cfg, nodes, node_types)
     except ClusterFitError as exc:
         request([])
-        raise ClusterFitError(f"{exc} (after waiting {waited:.0f} s for the autoscaler: ray.autoscale_wait_s)") from None
+        raise ClusterFitError(
+            f"{exc} (after waiting {waited:.0f} s for the autoscaler: ray.autoscale_wait_s)") from None
     out.asked = True
     if out.waiting:
         out.notes.append(f"ray: after {waited:.0f} s the autoscaler has not added every node the stages need "
