@@ -164,6 +164,16 @@ def fit_to_cluster(cfg: Config, out_uri: str, input_uri: str = "") -> Fit:
     return fit
 
 
+def conversion_remote_args(cfg: Config) -> dict[str, Any]:
+    """Ray options of the conversion actors beyond their resources. With ``converter.model.allow_download`` they get
+    the Hugging Face hub back on: every worker of a local runtime, and every node of a cluster whose runtime env is
+    cluster/runtime_env.yaml, has ``HF_HUB_OFFLINE=1``, under which a download the config asks for cannot work. An
+    actor's own ``env_vars`` win over the job's (Ray merges runtime envs per key, the actor's last)."""
+    if not cfg.converter.model.allow_download:
+        return {}
+    return {"runtime_env": {"env_vars": {"HF_HUB_OFFLINE": "0", "TRANSFORMERS_OFFLINE": "0"}}}
+
+
 def on_every_node(fn: Callable[..., Any], *args: Any, timeout_s: float = 60.0) -> list[Any]:
     """Run ``fn(*args)`` once on each alive node (pinned there, no CPU reserved); results in node order."""
     import ray

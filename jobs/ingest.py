@@ -32,7 +32,8 @@ from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
 from chunker.cli import base_parser, load_or_exit
 from chunker.run.cluster import ClusterFitError, Fit
-from jobs.common import fit_to_cluster, init_ray, on_every_node, preflight, request_bundles, setup_logging
+from jobs.common import (conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, request_bundles,
+                         setup_logging)
 from jobs.progress import Progress
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
 
@@ -134,7 +135,7 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
         # No queue behind an actor's running segments: a free actor elsewhere takes the next one.
         compute=ActorPoolStrategy(size=r.convert_actors, max_concurrent_calls_per_actor=r.convert_concurrency,
                                   max_tasks_in_flight_per_actor=r.convert_concurrency),
-        **restart,
+        **restart, **conversion_remote_args(cfg),
     )
     ds = ds.map_batches(
         PlanStage, fn_constructor_kwargs={"cfg": cfg, "cfg_hash": cfg_hash, "out_uri": out_uri},

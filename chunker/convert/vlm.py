@@ -155,8 +155,10 @@ class VlmConverter:
         done: list[int] = []  # pages whose Markdown is in pieces, in order
         ctx_out = ctx
         try:
+            # A one-page batch at the cap goes straight to the fallback, as a longer one goes to single pages: another
+            # temperature with the same cap never makes a long answer shorter (nor a page smaller).
             whole = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally,
-                                       max_tokens=cap, deadline=deadline, split_on_length=split)
+                                       max_tokens=cap, deadline=deadline, split_on_length=split or len(pages) == 1)
             if whole is not None:
                 pieces, ctx_out, done = [whole[0]], whole[1], pages
             elif split:
@@ -261,7 +263,8 @@ class VlmConverter:
                 return accepted
             tally.errors.append(f"{span} t={t}: " + ", ".join(problems))
             if split_on_length and res.finish_reason == "length":
-                tally.errors.append(f"{span}: output cap reached, one page at a time")
+                tally.errors.append(f"{span}: output cap reached, " + ("one page at a time" if len(pages) > 1
+                                                                         else "not retried"))
                 break
         return None
 
