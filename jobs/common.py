@@ -121,7 +121,7 @@ def _autoscaler_running() -> bool:
         report = json.loads(_internal_kv_get("__autoscaling_status") or b"{}").get("autoscaler_report") or {}
     except (ValueError, TypeError):
         return False
-    return any(not str(t).startswith("node_") for t in (report.get("node_type_mapping") or {}).values())
+    return any(t != f"node_{node}" for node, t in (report.get("node_type_mapping") or {}).items())
 
 
 def autoscaler_node_types(cfg: Config) -> list[NodeType] | None:

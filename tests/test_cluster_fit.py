@@ -228,3 +228,23 @@ def test_a_local_input_is_refused_on_a_cluster_of_several_nodes():
     assert problem.startswith("--input './pdfs' is a local path") and "3 nodes" in problem
     assert multi_node_problems(cfg, "s3://b/run", nodes=3, input_uri="s3://corpus/pdfs/") == []
     assert multi_node_problems(cfg, "s3://b/run", nodes=3, input_uri="file:///mnt/shared/pdfs") == []
+
+
+def test_an_autoscaler_is_told_from_rays_read_only_mirror_of_a_fixed_cluster(monkeypatch):
+    import json
+
+    import ray.experimental.internal_kv as kv
+
+    from jobs.common import _autoscaler_running
+
+    def status(mapping: dict[str, str]) -> None:
+        values = {"__autoscaling_status": json.dumps({"autoscaler_report": {"node_type_mapping": mapping}}).encode(),
+                  "__autoscaler_v2_enabled": b"0"}
+        monkeypatch.setattr(kv, "_internal_kv_get", lambda key, namespace=None: values.get(key))
+
+    status({"ab12": "node_ab12", "cd34": "node_cd34"})  # `ray start` without an autoscaling config
+    assert not _autoscaler_running()
+    status({"ab12": "headgroup", "cd34": "gpu"})  # KubeRay's autoscaler names its groups
+    assert _autoscaler_running()
+    status({"ab12": "node_pool"})  # a group that happens to be called node_...
+    assert _autoscaler_running()
