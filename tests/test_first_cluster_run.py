@@ -125,8 +125,13 @@ def test_a_one_page_batch_at_its_cap_is_not_retried_at_every_temperature():
     assert len(conv.ladder) == 3, "the ladder it used to climb with the full cap"
     job = SegmentJob("d", "file:///d.pdf", "d.pdf", 1, 0, 1, 1, 1, 1, 1)  # one page, one-page batches
     [b] = asyncio.run(conv.convert(job, Pages()))
-    assert len(eng.requests) == 1 and eng.requests[0].max_tokens == ConverterConfig().model.max_output_tokens
-    assert b.fallback_pages == [1] and fb.calls == [[1]] and "output cap reached, not retried" in b.error
+    model = ConverterConfig().model
+    # One try at the cap, one more at the next temperature (a loop may break there) and the page cap: not three
+    # answers of 8,192 tokens at three temperatures.
+    assert [(r.temperature, r.max_tokens) for r in eng.requests] == [
+        (conv.ladder[0], model.max_output_tokens), (conv.ladder[1], model.max_output_tokens_per_page)]
+    assert model.max_output_tokens_per_page < model.max_output_tokens
+    assert b.fallback_pages == [1] and fb.calls == [[1]] and "output cap reached, one more try" in b.error
 
 
 # ------------------------------------------------------------------ allow_download on workers that are offline
