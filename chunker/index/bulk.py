@@ -438,7 +438,11 @@ class PymilvusBulkOps:
             if upload is not None:  # RemoteBulkWriter: its commit calls self._upload(files) after each flush
                 def counted_upload(local_files: list[str]) -> Any:
                     n = count(local_files)
-                    remote = upload(local_files)
+                    try:
+                        remote = upload(local_files)
+                    except Exception as exc:  # noqa: BLE001 - kept for the check below, not raised in pymilvus' thread
+                        errors.append(_reason(exc))
+                        return []
                     written.append((list(remote), n))
                     return remote
 
