@@ -3,6 +3,7 @@
     python -m jobs.gpu_check [--out DIR] [--wheels DIR] [--budget-s 480]
     python -m jobs.gpu_check --fetch-wheels DIR [--python-version 3.11]    # beforehand, on a machine with network
     python -m jobs.gpu_check --smoke --out DIR                              # the same run, tiny shape on CPU
+    python -m jobs.gpu_check --fp8-model /models/qwen2.5-vl-7b --out DIR    # first: does online FP8 work here?
 
 What it needs on the GPU host: python3 with torch (CUDA build) and a visible GPU; this repository's ``jobs/`` folder
 (``__init__.py``, ``calibrate.py``, this file); and, unless the host's transformers is 5.16-5.20, the wheel folder
@@ -10,11 +11,18 @@ What it needs on the GPU host: python3 with torch (CUDA build) and a visible GPU
 network, no vLLM, Ray or pydantic. Wheels are unpacked into ``OUT/pylib`` (no pip needed); packages the host
 already has are left alone, except transformers and its tokenizer/hub/safetensors libraries, which must match.
 
-What it runs: ``python -m jobs.calibrate`` (random weights of the published shapes) once per profile, each in its
+What it runs first: the FP8 smoke test (:func:`fp8_smoke`). configs/qwen2.5-vl-7b-fp8.yaml quantises the bf16
+checkpoint online (``quantization: fp8``), vision tower included, and online FP8 of Qwen2.5-VL's vision tower has
+known start-up and output failures upstream. With vLLM installed and ``--fp8-model`` pointing at the weights, one
+page goes through an engine started with that config's FP8 settings; it must start and answer readable text. It
+says how to fall back when it does not (``FP8_FALLBACK``), and it is skipped, with the same advice, where vLLM or the
+weights are absent.
+
+Then ``python -m jobs.calibrate`` (random weights of the published shapes) once per profile, each in its
 own process (an out-of-memory profile does not stop the others; GPU memory is freed in between), most important
 first, within ``--budget-s`` seconds in all (about 8 minutes on an H100/H200):
 
-1. 7B at the shipped settings (configs/qwen2.5-vl-7b.yaml: 4 pages of 1,568 px per request, 32 sequences);
+1. 7B at the shipped settings (configs/qwen2.5-vl-7b.yaml: 4 pages of 1,568 px per request, 64 sequences);
 2. 7B, throughput profile: 1,288 px pages, 2 and then 1 per request, 128 sequences (80-141 GB cards);
 3. 3B at its shipped settings (4 x 1,568 px, 16 sequences) and its throughput profile (2 x 1,288 px, 128).
 
@@ -34,6 +42,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -53,7 +62,7 @@ class Profile:
 
 
 GPU_PROFILES = [
-    Profile("7b-shipped-4x1568", ["--shape", "7b", "--pages", "4", "--side", "1568", "--decode-batch", "32"], True),
+    Profile("7b-shipped-4x1568", ["--shape", "7b", "--pages", "4", "--side", "1568", "--decode-batch", "64"], True),
     Profile("7b-throughput-2x1288", ["--shape", "7b", "--pages", "2", "--side", "1288", "--decode-batch", "128"]),
     Profile("7b-throughput-1x1288", ["--shape", "7b", "--pages", "1", "--side", "1288", "--decode-batch", "128"]),
     Profile("3b-shipped-4x1568", ["--shape", "3b", "--pages", "4", "--side", "1568", "--decode-batch", "16"]),
@@ -166,6 +175,64 @@ def run_profiles(profiles: list[Profile], out: Path, env: dict[str, str], budget
     return outcomes
 
 
+FP8_FALLBACK = (
+    "if online FP8 does not start or answers garbage on this GPU, do not use configs/qwen2.5-vl-7b-fp8.yaml as it is: "
+    "either point converter.model.path at an FP8 checkpoint that leaves the vision tower unquantized (e.g. an "
+    "llm-compressor FP8_DYNAMIC export whose recipe ignores 're:visual.*' and 'lm_head') and set "
+    "converter.model.quantization=null (vLLM then reads the checkpoint's own quantization config), keeping "
+    "kv_cache_dtype=fp8; or run bf16 (configs/qwen2.5-vl-7b.yaml or configs/qwen2.5-vl-7b-throughput.yaml)"
+)
+# The engine settings of configs/qwen2.5-vl-7b-fp8.yaml that the smoke test exercises (one page, a small context).
+FP8_ENGINE = {"quantization": "fp8", "kv_cache_dtype": "fp8", "dtype": "bfloat16", "max_model_len": 8192,
+              "gpu_memory_utilization": 0.85, "max_num_seqs": 4, "limit_mm_per_prompt": {"image": 1}}
+FP8_PAGE_TEXT = "Invoice 4711: total 1,234.56 EUR"
+
+
+def fp8_child(model: str) -> int:
+    """In its own process (the engine's memory goes with it): start vLLM with the FP8 settings, read one page."""
+    from PIL import Image, ImageDraw
+    from vllm import LLM, SamplingParams
+
+    page = Image.new("RGB", (896, 448), "white")
+    ImageDraw.Draw(page).text((40, 200), FP8_PAGE_TEXT, fill="black")
+    llm = LLM(model=model, **FP8_ENGINE)
+    prompt = ("<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Transcribe the text on this page."
+              "<|im_end|>\n<|im_start|>assistant\n")
+    out = llm.generate({"prompt": prompt, "multi_modal_data": {"image": page}},
+                       SamplingParams(temperature=0.0, max_tokens=64))
+    text = out[0].outputs[0].text
+    print(json.dumps({"text": text}), flush=True)
+    return 0 if readable(text) else 1
+
+
+def readable(text: str) -> bool:
+    """Whether an answer looks like a reading of the smoke page: the invoice number, no run of one repeated token."""
+    words = text.split()
+    return "4711" in text and (len(words) < 4 or len(set(words)) > len(words) // 3)
+
+
+def fp8_smoke(model: str | None, out: Path, env: dict[str, str], timeout_s: float = 600,
+              run: Callable[..., subprocess.CompletedProcess] = subprocess.run) -> Outcome:
+    """The FP8 config's engine on this GPU, one page: ``ok``, ``failed`` (with :data:`FP8_FALLBACK`), or ``skipped``
+    where vLLM or the weights are absent (the advice printed all the same)."""
+    if not model:
+        return Outcome("fp8-smoke", "skipped", detail=f"no --fp8-model given; {FP8_FALLBACK}")
+    if run([sys.executable, "-c", "import vllm"], env=env, capture_output=True, text=True).returncode != 0:
+        return Outcome("fp8-smoke", "skipped", detail=f"vLLM is not installed here; {FP8_FALLBACK}")
+    cmd = [sys.executable, "-m", "jobs.gpu_check", "--fp8-child", model]
+    print(f"[fp8-smoke] {' '.join(cmd[1:])}", flush=True)
+    t0 = time.monotonic()
+    try:
+        proc = run(cmd, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return Outcome("fp8-smoke", "timeout", time.monotonic() - t0, detail=f"over {timeout_s:.0f} s; {FP8_FALLBACK}")
+    (out / "fp8-smoke.log").write_text(proc.stdout + proc.stderr)
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or ["no output"])[-1]
+        return Outcome("fp8-smoke", "failed", time.monotonic() - t0, detail=f"{last[:300]}; {FP8_FALLBACK}")
+    return Outcome("fp8-smoke", "ok", time.monotonic() - t0, detail="online FP8 started and read the page")
+
+
 def fetch_wheels(dest: Path, python_version: str | None) -> int:
     """On a machine with network: transformers and what it needs (not torch) as binary wheels for a Linux GPU host."""
     cmd = [sys.executable, "-m", "pip", "download", TRANSFORMERS_SPEC, "--only-binary=:all:", "--dest", str(dest),
@@ -187,11 +254,15 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--smoke", action="store_true", help="tiny shape on CPU: check the whole procedure anywhere")
     p.add_argument("--fetch-wheels", metavar="DIR", default=None, help="download the wheel folder and stop")
     p.add_argument("--python-version", default=None, help="with --fetch-wheels: the GPU host's python, e.g. 3.11")
+    p.add_argument("--fp8-model", default=None, help="weights for the FP8 smoke test run first (needs vLLM)")
+    p.add_argument("--fp8-child", default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(list(sys.argv[1:] if argv is None else argv))
+    if args.fp8_child:
+        return fp8_child(args.fp8_child)
     if args.fetch_wheels:
         return fetch_wheels(Path(args.fetch_wheels), args.python_version)
     out = Path(args.out).resolve()
@@ -216,14 +287,16 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     profiles = SMOKE_PROFILES if args.smoke else GPU_PROFILES
     t0 = time.monotonic()
-    outcomes = run_profiles(profiles, out, env, args.budget_s)
+    fp8 = fp8_smoke(args.fp8_model, out, env)  # first: it decides which config the cluster run takes
+    print(f"{fp8.profile}: {fp8.status} {fp8.detail}", flush=True)
+    outcomes = run_profiles(profiles, out, env, max(0.0, args.budget_s - (time.monotonic() - t0)))
     summary = {"host": os.uname().nodename, "smoke": args.smoke, "seconds": round(time.monotonic() - t0, 1),
-               "profiles": [asdict(o) for o in outcomes]}
+               "fp8_smoke": asdict(fp8), "profiles": [asdict(o) for o in outcomes]}
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    for o in outcomes:
+    for o in [fp8, *outcomes]:
         print(f"{o.profile}: {o.status} ({o.seconds:.0f} s) {o.detail}", flush=True)
     print(f"wrote {out / 'summary.json'}", flush=True)
-    required = {p.name for p in profiles if p.required}
+    required = {p.name for p in profiles if p.required}  # a failed FP8 smoke says what to use instead, and passes
     return 0 if all(o.status == "ok" for o in outcomes if o.profile in required) else 1
 
 

@@ -37,8 +37,9 @@ from chunker.run.rows import SegmentRow
 from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
 from chunker.cli import base_parser, load_or_exit
-from chunker.run.cluster import ClusterFitError, fit_stages, multi_node_problems
-from jobs.common import alive_nodes, init_ray, on_every_node, preflight, setup_logging
+from chunker.run.cluster import ClusterFitError, Fit
+from jobs.common import (conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, request_bundles,
+                         setup_logging)
 from jobs.progress import Progress
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
 
@@ -143,7 +144,7 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
         # No queue behind an actor's running segments: a free actor elsewhere takes the next one.
         compute=ActorPoolStrategy(size=r.convert_actors, max_concurrent_calls_per_actor=r.convert_concurrency,
                                   max_tasks_in_flight_per_actor=r.convert_concurrency),
-        **restart,
+        **restart, **conversion_remote_args(cfg),
     )
     # After conversion, segments travel in bundles of ``ray.post_convert_batch``: every block costs the driver's
     # Ray Data executor a task dispatch and a pass of its resource accounting (~10-20 ms of driver CPU per task on
@@ -163,16 +164,10 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     return ds
 
 
-def check_cluster(cfg: Config, out_uri: str) -> tuple[Config, str]:
-    """The config sized to the cluster (see :mod:`chunker.run.cluster`), or :class:`ClusterFitError`."""
-    nodes = alive_nodes()
-    problems = multi_node_problems(cfg, out_uri, len(nodes))
-    if problems:
-        raise ClusterFitError("; ".join(problems))
-    fit = fit_stages(cfg, nodes)
-    if fit.note:
-        log.warning(fit.note)
-    return fit.cfg, fit.note
+def check_cluster(cfg: Config, out_uri: str, input_uri: str = "") -> Fit:
+    """The config sized to the cluster and what its autoscaler can add, once the nodes the stages need are there
+    (see :func:`jobs.common.fit_to_cluster`), or :class:`ClusterFitError`."""
+    return fit_to_cluster(cfg, out_uri, input_uri)
 
 
 def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
@@ -220,10 +215,11 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         dim = Embedder.dimension(cfg.embed)
         store = ChunkStore(cfg.milvus, dim)
     try:  # before any actor starts: what cannot be placed, or cannot work on this cluster, is one clear line
-        cfg, fit_note = check_cluster(cfg, out_uri)
+        fit = check_cluster(cfg, out_uri, input_path)
     except ClusterFitError:
         store.close()
         raise
+    cfg, fit_note = fit.cfg, fit.summary()
     sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg))
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
@@ -247,6 +243,8 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         with timing.step("finish"):
             store.close()
             _remove_fetch_caches(out_uri)
+            if fit.asked:
+                request_bundles([])  # the autoscaler may scale the run's nodes away again
     t = writer.totals
     dt = time.perf_counter() - t0
     modes = sorted(set(sink.stats.modes))

@@ -126,7 +126,7 @@ async def _replan(docs: list[DocumentRecord], by_doc: dict[str, dict[int, list[C
                 continue
             res = await plan_segment(job, segs[job.segment_index], planner, h)
             out.write_segment(ELEMENTS, doc.doc_id, job.segment_index, to_table(res.elements, ELEMENT, config_hash=h))
-            out.write_segment(CHUNKS, doc.doc_id, job.segment_index, to_table(res.chunks, CHUNK))
+            out.write_segment(CHUNKS, doc.doc_id, job.segment_index, to_table(res.chunks, CHUNK), job.source_uri)
             stats.plan_ms += res.plan_ms
             stats.segments += 1
             results.append(res)

@@ -30,8 +30,9 @@ from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
 from chunker.run import faults
-from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_finish, record_start
-from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore
+from chunker.run.attempts import (SOLO_AFTER, SoloGate, await_copy, elect, prior_starts, quarantine, record_failed,
+                                  record_finish, record_start)
+from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore, copy_key
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
 from chunker.run.segment import convert_segment, guarded, plan_segment, problem_of, row_guard
@@ -42,6 +43,7 @@ Batch = dict[str, Any]
 log = logging.getLogger("jobs.stages")
 # Exit status of a conversion actor that leaves because its engine died (any non-zero status is a crash to Ray).
 ENGINE_DEAD_EXIT = 75
+COPY_WAIT_MAX_S = 3600.0  # the longest a copy waits for another copy's batches when segments have no timeout
 
 
 def fetch_cache(cfg: Config, out_uri: str) -> FetchCache | None:
@@ -73,8 +75,10 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
         faults.check("intake", source)
         file = InputFile(path=row["path"], source=source, matched=not row.get("unmatched"))
         with tempfile.TemporaryDirectory(prefix="intake-") as tmp:
+            # Done as this copy (its absolute URI): another copy of the same bytes being done is not enough.
+            copy = sources.absolute_uri(row["path"])
             doc, pdf = prepare(file, cfg.intake, Path(tmp),
-                               skip=ledger.is_done if ledger else None, version=version,
+                               skip=(lambda d: ledger.is_done(d, copy)) if ledger else None, version=version,
                                done=ledger.done_by_uri if ledger else None, cache=fetch_cache(cfg, out_uri))
             if not pdf:
                 return [SegmentRow(doc, source_version=version).encode()]
@@ -119,6 +123,9 @@ class ConvertStage:
         self.timeout_s = cfg.ray.document_timeout_s
         self.cache = fetch_cache(cfg, out_uri)
         self.gate = SoloGate()
+        # This actor's start markers in flight, and whether each is converting on the engine right now: what a
+        # death is charged to (chunker.run.attempts).
+        self.starts: dict[str, bool] = {}
 
     async def __call__(self, batch: Batch) -> Batch:
         # One segment per call in the pipeline (one per block, see jobs.ingest); several still work.
@@ -132,16 +139,23 @@ class ConvertStage:
     def _leave(self, exc: EngineDead) -> NoReturn:
         """The model engine died (its core process was killed, ran out of memory): shut it down and end this
         actor's process, so that Ray starts a new actor (a new engine) and runs this call and the others in flight
-        again (``max_restarts`` / ``max_task_retries``, see jobs.ingest); each retry counts as a start of its
-        segment, so a segment that kills every engine ends ``quarantined`` (chunker.run.attempts).
+        again (``max_restarts`` / ``max_task_retries``, see jobs.ingest). The death is charged to the segments that
+        were converting on the engine; the starts of the others are marked finished first (chunker.run.attempts),
+        so a segment that kills every engine ends ``quarantined`` and its neighbours keep their counts.
 
         Raising instead would be an application error: Ray Data does not retry it, and the Dataset, the whole run,
         fails. ``ray.actor.exit_actor()`` is an intended exit, which Ray neither restarts nor retries; a process
         that exits on its own is a system failure, which it does. Ray's own vLLM stage does the same
         (ray/llm/_internal/batch/stages/vllm_engine_stage.py, Ray 2.60: ``os._exit(1)`` on ``EngineDeadError``).
         """
-        log.error("conversion actor (pid %d): %s; shutting the engine down and leaving the process, so that Ray "
-                  "restarts the actor and retries its segments", os.getpid(), exc)
+        charged = sum(1 for converting in self.starts.values() if converting)
+        log.error("conversion actor (pid %d): %s; %d segments were converting on it and %d others are spared; "
+                  "shutting the engine down and leaving the process, so that Ray restarts the actor and retries its "
+                  "segments", os.getpid(), exc, charged, len(self.starts) - charged)
+        for marker, converting in list(self.starts.items()):
+            if not converting:
+                with suppress(Exception):  # best effort: unmarked, it counts as a death, as after an outright kill
+                    record_finish(self.store, marker)
         self._close_engine()
         for stream in (sys.stdout, sys.stderr):
             with suppress(Exception):
@@ -157,32 +171,66 @@ class ConvertStage:
         except Exception as err:  # noqa: BLE001 - the actor is ending anyway; say why the shutdown was not clean
             log.warning("engine shutdown failed: %s: %s", type(err).__name__, err)
 
+    async def _io(self, row: SegmentRow, fn: Any, *args: Any) -> Any:
+        """Run-folder I/O off the event loop, counted as the segment's write time."""
+        t0 = time.perf_counter()
+        try:
+            return await asyncio.to_thread(fn, *args)
+        finally:
+            row.write_s += time.perf_counter() - t0
+
     async def _one(self, row: SegmentRow) -> None:
-        """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined
-        (see chunker.run.attempts), and one that has lost its worker twice runs alone in this actor."""
+        """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined,
+        one that has lost its worker twice runs alone in this actor, and a copy of bytes another copy is converting
+        in this run takes that copy's batches instead of converting them again (see chunker.run.attempts)."""
         job = row.job
         assert job is not None
-        t0 = time.perf_counter()
-        prior = await asyncio.to_thread(prior_starts, self.store, job)
-        row.write_s += time.perf_counter() - t0  # the attempt count is run-folder I/O too
+        prior = await self._io(row, prior_starts, self.store, job)
         problem = quarantine(prior, self.cfg.ray.segment_max_attempts)
         if problem is not None:
+            await self._io(row, record_failed, self.store, job, problem)  # copies waiting for this one stop waiting
             row.fail(problem)
             return
-        async with self.gate.enter(solo=prior >= SOLO_AFTER):
-            t0 = time.perf_counter()
-            marker = await asyncio.to_thread(record_start, self.store, job)
-            row.write_s += time.perf_counter() - t0
-            await self._convert(row)  # an EngineDead leaves the marker: this start ended in a death
-            if prior:
-                # Only a segment that has lost a worker before pays the extra request (one more small file):
-                # a first start that finished and then lost its result counts once, and shared starts are bounded
-                # by SOLO_AFTER anyway; a solo start that finished must never count (chunker.run.attempts).
-                t0 = time.perf_counter()
-                await asyncio.to_thread(record_finish, self.store, marker)
-                row.write_s += time.perf_counter() - t0
+        solo = prior >= SOLO_AFTER
+        marker = ""
+        try:
+            async with self.gate.enter(solo=solo):
+                marker = await self._io(row, record_start, self.store, job)
+                self.starts[marker] = False
+                leader = await self._io(row, elect, self.store, job)
+                if leader == copy_key(job.source_uri):
+                    await self._convert(row, marker)
+                    await self._finished(row, marker, prior)
+                    return
+            # Another copy of these bytes converts them: wait outside the gate (that copy may be here, running alone).
+            outcome = await await_copy(self.store, job, leader, self.timeout_s or COPY_WAIT_MAX_S)
+            if outcome is not None:
+                if isinstance(outcome, Problem):
+                    row.fail(outcome)
+                else:
+                    row.batches = outcome  # the content's batches; the plan stage makes this copy's own chunks
+                await self._finished(row, marker, prior)
+                return
+            log.warning("segment %d of %s: the copy converting the same bytes gave no result in time; converting it "
+                        "here", job.segment_index, job.source)
+            async with self.gate.enter(solo=solo):
+                await self._convert(row, marker)
+                await self._finished(row, marker, prior)
+        finally:
+            self.starts.pop(marker, None)
 
-    async def _convert(self, row: SegmentRow) -> None:
+    async def _finished(self, row: SegmentRow, marker: str, prior: int) -> None:
+        """Close this start: a failed conversion says why (for the copies waiting on it); a finished one is marked
+        only when the segment has lost a worker before (one more small file; a first start that finished and then
+        lost its result counts once, and shared starts are bounded by SOLO_AFTER anyway)."""
+        job = row.job
+        assert job is not None
+        if row.facts is not None and row.facts.failed:
+            await self._io(row, record_failed, self.store, job, row.facts.problems[0], marker)
+        elif prior:
+            await self._io(row, record_finish, self.store, marker)
+
+    async def _convert(self, row: SegmentRow, marker: str) -> None:
         job = row.job
         assert job is not None
         t0 = time.perf_counter()
@@ -195,7 +243,12 @@ class ConvertStage:
             except OSError as exc:
                 row.fail(Problem(Stage.CONVERT, "fetch", f"fetch: {exc}"))
                 return
-            batches = await convert_segment(self.converter, job, self.cfg, source_path=local, timeout_s=self.timeout_s)
+            self.starts[marker] = True  # on the engine: a death now is charged to this segment
+            try:
+                batches = await convert_segment(self.converter, job, self.cfg, source_path=local,
+                                                timeout_s=self.timeout_s)
+            finally:
+                self.starts[marker] = False
         if isinstance(batches, Problem):
             row.fail(batches)
             return
@@ -251,7 +304,7 @@ class PlanStage:
             asyncio.to_thread(self.store.write_segment, ELEMENTS, job.doc_id, job.segment_index,
                               to_table(res.elements, ELEMENT, config_hash=self.cfg_hash)),
             asyncio.to_thread(self.store.write_segment, CHUNKS, job.doc_id, job.segment_index,
-                              to_table(res.chunks, CHUNK)))
+                              to_table(res.chunks, CHUNK), job.source_uri))
         row.write_s += time.perf_counter() - t0
         row.facts, row.chunks, row.plan_ms = res.facts, res.chunks, res.plan_ms
         row.batches = []  # persisted already; no need to carry Markdown further

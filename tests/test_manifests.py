@@ -110,17 +110,18 @@ def test_every_ray_start_port_is_a_named_container_port(name: str, doc: dict[str
 
 
 @pytest.mark.parametrize("name,doc", RAY_DOCS, ids=[n for n, _ in RAY_DOCS])
-def test_gpu_workers_tolerate_the_gpu_taint_and_mount_shm(name: str, doc: dict[str, Any]) -> None:
+def test_gpu_workers_tolerate_the_gpu_taint_and_leave_shm_to_kuberay(name: str, doc: dict[str, Any]) -> None:
     for group_name, group in _groups(_cluster_spec(doc)):
-        if not _gpus(group):
-            continue
         pod = group["template"]["spec"]
-        assert any(t.get("key") == "nvidia.com/gpu" and t.get("effect") in (None, "NoSchedule")
-                   and t.get("operator") in ("Exists", "Equal") for t in pod.get("tolerations", [])), group_name
-        # NCCL between tensor-parallel shards (vLLM's "mp" executor in one pod) needs more than Docker's 64 MB.
-        shm = [v["name"] for v in pod.get("volumes", []) if v.get("emptyDir", {}).get("medium") == "Memory"]
-        mounts = {m["mountPath"]: m["name"] for m in pod["containers"][0].get("volumeMounts", [])}
-        assert mounts.get("/dev/shm") in shm, f"{group_name}: /dev/shm is not a memory emptyDir"
+        if _gpus(group):
+            assert any(t.get("key") == "nvidia.com/gpu" and t.get("effect") in (None, "NoSchedule")
+                       and t.get("operator") in ("Exists", "Equal") for t in pod.get("tolerations", [])), group_name
+        # KubeRay mounts /dev/shm itself, a memory emptyDir as large as the Ray container's memory limit, unless the
+        # container mounts something there already (ray-operator/controllers/ray/common/pod.go, addEmptyDir /
+        # makeEmptyDirVolume). Ray's object store (30% of memory) and NCCL between tensor-parallel shards live
+        # there: a smaller volume of our own would only shrink it.
+        mounts = [m for m in pod["containers"][0].get("volumeMounts", []) if m["mountPath"] == "/dev/shm"]
+        assert not mounts, f"{group_name}: /dev/shm is KubeRay's to mount (sized to the memory limit)"
 
 
 def _pvcs() -> dict[str, dict[str, Any]]:
@@ -181,19 +182,35 @@ def _cpus(group: dict[str, Any]) -> float:
     return float(raw[:-1]) / 1000 if raw.endswith("m") else float(raw)
 
 
-def _placement_problems(cfg: Config, spec: dict[str, Any]) -> list[str]:
-    """The job's own placement check (chunker.run.cluster.fit_stages, what jobs.ingest runs before any actor
-    starts) on the pods this cluster can have: what cannot be placed, as the job would say it."""
-    from chunker.run.cluster import ClusterFitError, fit_stages
+def _node_types(spec: dict[str, Any]) -> list[Any] | None:
+    """What KubeRay's autoscaler can add: each worker group up to ``maxReplicas`` pods (``numOfHosts`` Ray nodes
+    each), or None without the in-tree autoscaler (KubeRay then keeps ``replicas`` pods)."""
+    from chunker.run.cluster import NodeType
 
-    autoscale = spec.get("enableInTreeAutoscaling") is True
+    if spec.get("enableInTreeAutoscaling") is not True:
+        return None
+    return [NodeType(g["groupName"], _cpus(g), _gpus(g), int(g["maxReplicas"]) * int(g.get("numOfHosts", 1)))
+            for g in spec.get("workerGroupSpecs", [])]
+
+
+def _placement_problems(cfg: Config, spec: dict[str, Any]) -> list[str]:
+    """The job's own placement rule (chunker.run.cluster.fit_stages, what jobs.ingest runs before any actor starts)
+    on this cluster: the pods there at submit time (the head and each group's ``minReplicas``: an idle autoscaled
+    group may be down to it) plus what the autoscaler can add, as the job reads it (``ray.node_types`` declares
+    KubeRay's groups, which the job cannot read from inside the cluster: they must be the manifest's)."""
+    from chunker.run.cluster import ClusterFitError, NodeType, fit_stages
+
+    types = _node_types(spec)
+    declared = [NodeType(t.name, t.cpus, t.gpus, t.max_nodes) for t in cfg.ray.node_types]
+    if declared and declared != types:
+        return [f"ray.node_types {declared} is not what the manifest's autoscaler can add: {types}"]
     nodes = []
     for name, g in _groups(spec):
-        n = 1 if name == "head" else (g["maxReplicas"] if autoscale else g.get("replicas", g["minReplicas"]))
+        n = 1 if name == "head" else (g["minReplicas"] if types is not None else g.get("replicas", g["minReplicas"]))
         head_cpus = float(g.get("rayStartParams", {}).get("num-cpus", _cpus(g))) if name == "head" else _cpus(g)
         nodes += [{"CPU": head_cpus, "GPU": _gpus(g)}] * int(n) * int(g.get("numOfHosts", 1))
     try:
-        fit_stages(cfg, nodes)
+        fit_stages(cfg, nodes, types)
     except ClusterFitError as exc:
         return [str(exc)]
     return []
@@ -316,7 +333,26 @@ def test_readme_submissions_fit_the_shipped_raycluster() -> None:
         cfg, args = _ingest_args(shlex.join(entry))
         assert _placement_problems(cfg, cluster["spec"]) == [], entry
         assert cluster_path_problems(cfg, 3) == [] and bulk_target_problems(cfg.milvus) == [], entry
-        assert args["output"].startswith("s3://")
+        assert args["output"].startswith("s3://") and args["input"].startswith("s3://")
+        if "--address" in words:  # the KubeRay submission: it names the groups the job cannot read itself
+            assert cfg.ray.node_types, "the KubeRay submission declares ray.node_types (the manifest's groups)"
+
+
+def test_the_job_rule_accepts_the_autoscaled_group_and_refuses_what_it_can_never_hold() -> None:
+    (cluster,) = [d for _, d in RAY_DOCS if d["kind"] == "RayCluster"]
+    spec = cluster["spec"]
+    seven = REPO / "configs" / "qwen2.5-vl-7b.yaml"
+    gpu = next(g for g in spec["workerGroupSpecs"] if _gpus(g))
+    most = int(gpu["maxReplicas"])
+    # Every pod of the group at its maximum: accepted, though the group may be down to minReplicas at submit time.
+    assert gpu["minReplicas"] < most
+    assert _placement_problems(load_config(seven, [f"ray.convert_actors={most}"]), spec) == []
+    [problem] = _placement_problems(load_config(seven, [f"ray.convert_actors={most + 1}"]), spec)
+    assert "convert stage cannot be placed" in problem and f"can add {most} x gpu" in problem
+    # Declared node types that are not the manifest's are a mismatch, not a silent wrong answer.
+    wrong = load_config(seven, ["ray.node_types=[{name: gpu, cpus: 16, gpus: 2, max_nodes: 8}]"])
+    [problem] = _placement_problems(wrong, spec)
+    assert "is not what the manifest's autoscaler can add" in problem
 
 
 def test_readme_kubectl_files_exist() -> None:

@@ -2,7 +2,8 @@
 nodes with one logical GPU each), the simulated converter, and Milvus served over HTTP (``milvus-lite server``,
 as a cluster would use a Milvus server):
 
-* the pre-start check refuses what cannot be placed and one-machine settings, with one line;
+* the pre-start check refuses what cannot be placed and one-machine settings (a local --input among them: the inputs
+  below are file:// URIs, the explicit word for a folder every node sees), with one line;
 * large input blocks do not stall (a no-progress timeout shorter than one block's work, longer than a segment's);
 * a re-run with only runtime knobs changed (max_num_seqs, embed.batch_size) skips every finished document;
 * a node removed mid-document: the run completes with no duplicate or missing rows, in Milvus or in the Parquet
@@ -162,14 +163,15 @@ def test_demand_that_cannot_be_placed_is_one_line_before_any_actor_starts(ray_cl
 
     cfg = _cfg(milvus_uri, "fit", "ray.convert_actors=3", "ray.embed_num_gpus=0.5")
     with pytest.raises(ClusterFitError) as err:
-        run_ingest(cfg, str(corpus), f"file://{tmp_path}/run")
+        run_ingest(cfg, f"file://{corpus}", f"file://{tmp_path}/run")
     msg = str(err.value)
     assert "\n" not in msg and "embed stage cannot be placed" in msg and "3 GPU on 4 nodes" in msg
     # One-machine settings on a four-node cluster: a local output path and Milvus Lite.
     lite = _cfg(milvus_uri, "fit", f"milvus.uri={tmp_path}/m.db")
     with pytest.raises(ClusterFitError) as err:
         run_ingest(lite, str(corpus), str(tmp_path / "run"))
-    assert "4 nodes" in str(err.value) and "Milvus Lite" in str(err.value) and "\n" not in str(err.value)
+    msg = str(err.value)
+    assert "4 nodes" in msg and "Milvus Lite" in msg and "--input" in msg and "\n" not in msg
 
 
 def test_no_stall_when_input_blocks_are_large(ray_cluster, milvus_uri, corpus, tmp_path_factory, monkeypatch):
@@ -189,7 +191,7 @@ def test_no_stall_when_input_blocks_are_large(ray_cluster, milvus_uri, corpus, t
     cfg = _cfg(milvus_uri, "scale", "ray.no_progress_timeout_s=120")
     ds = ingest.build_dataset(cfg, files, f"file://{run}", "h")
     assert ds.context.execution_no_progress_timeout_s == 120  # the configured guard, above the document timeout
-    s = ingest.run_ingest(cfg, str(corpus), f"file://{run}", convert_stage=SlowSimulatedStage)
+    s = ingest.run_ingest(cfg, f"file://{corpus}", f"file://{run}", convert_stage=SlowSimulatedStage)
     assert (s.ok, s.failed, s.documents) == (DOCS, 0, DOCS), s.problems
     starts = sorted(float(p.read_text()) for p in (run / "markers").glob("*.start"))
     planned = sorted(float(p.read_text()) for p in (run / "markers").glob("*.recv"))
@@ -212,7 +214,7 @@ def test_rerun_with_only_runtime_knobs_changed_skips_everything(ray_cluster, mil
     run, ids = prior
     cfg = _cfg(milvus_uri, "scale", "converter.model.max_num_seqs=8", "embed.batch_size=16",
                "converter.model.gpu_memory_utilization=0.8")
-    s = run_ingest(cfg, str(corpus), f"file://{run}", convert_stage=SlowSimulatedStage)
+    s = run_ingest(cfg, f"file://{corpus}", f"file://{run}", convert_stage=SlowSimulatedStage)
     assert (s.skipped, s.ok, s.documents) == (DOCS, 0, DOCS), s.problems
     assert s.settings["converter.model.max_num_seqs"] == 8 and s.settings["embed.batch_size"] == 16
     assert set(_milvus_ids(cfg)) == ids
@@ -232,7 +234,8 @@ def test_a_node_removed_mid_document_loses_and_duplicates_nothing(ray_cluster, m
 
     def ingest() -> None:
         try:
-            result["summary"] = run_ingest(cfg, str(corpus), f"file://{run}", convert_stage=SlowSimulatedStage)
+            result["summary"] = run_ingest(cfg, f"file://{corpus}", f"file://{run}",
+                                           convert_stage=SlowSimulatedStage)
         except BaseException as exc:  # noqa: BLE001 - reported by the test thread
             result["error"] = exc
 
@@ -279,8 +282,8 @@ def test_two_roots_with_the_same_relative_name_stay_two_documents(ray_cluster, m
     write_document(r1 / "manual.pdf", 2, seed=1, title="First manual")
     write_document(r2 / "manual.pdf", 2, seed=2, title="Second manual")
     cfg = _cfg(milvus_uri, "tworoots", "converter.backend=pdf-text")
-    s1 = run_ingest(cfg, str(r1), f"file://{tmp_path}/run1")
-    s2 = run_ingest(cfg, str(r2), f"file://{tmp_path}/run2")
+    s1 = run_ingest(cfg, f"file://{r1}", f"file://{tmp_path}/run1")
+    s2 = run_ingest(cfg, f"file://{r2}", f"file://{tmp_path}/run2")
     assert (s1.ok, s2.ok) == (1, 1)
     first = _milvus_docs(cfg)
     assert len(first) == 2, "both documents stay"
@@ -288,7 +291,7 @@ def test_two_roots_with_the_same_relative_name_stay_two_documents(ray_cluster, m
     # root1/manual.pdf changes in place: its old version goes, the other root's document stays.
     shutil.move(r1 / "manual.pdf", tmp_path / "old.pdf")
     write_document(r1 / "manual.pdf", 3, seed=3, title="First manual, revised")
-    s3 = run_ingest(cfg, str(r1), f"file://{tmp_path}/run1")
+    s3 = run_ingest(cfg, f"file://{r1}", f"file://{tmp_path}/run1")
     assert s3.ok == 1
     docs = _milvus_docs(cfg)
     second = {json.loads(p.read_text())["doc_id"] for p in (tmp_path / "run2" / "ledger").glob("*/*.json")}

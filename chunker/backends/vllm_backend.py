@@ -19,6 +19,7 @@ import gc
 import inspect
 import logging
 import math
+import os
 import time
 import uuid
 import weakref
@@ -125,7 +126,77 @@ def check_device(device: str) -> None:
         )
 
 
-def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
+MemoryProbe = Callable[[], list[tuple[int, int]]]  # (free, total) bytes of each GPU this process sees
+
+
+def gpu_memory_probe() -> MemoryProbe | None:
+    """A probe of the free memory of this process's GPUs (``CUDA_VISIBLE_DEVICES``, as Ray assigns them), or None
+    where there is no GPU (CPU builds, tests). NVML first: it reads the cards without creating a CUDA context in this
+    process, which would itself hold several hundred MB of the memory waited for; torch's ``mem_get_info`` (which
+    does create one) only where NVML is missing."""
+    try:
+        import pynvml  # nvidia-ml-py, a dependency of vLLM's CUDA build
+
+        pynvml.nvmlInit()
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        if not visible:
+            visible = [str(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        handles = [pynvml.nvmlDeviceGetHandleByUUID(v) if v.startswith(("GPU-", "MIG-"))
+                   else pynvml.nvmlDeviceGetHandleByIndex(int(v)) for v in visible]
+
+        def nvml() -> list[tuple[int, int]]:
+            return [(int(m.free), int(m.total)) for m in map(pynvml.nvmlDeviceGetMemoryInfo, handles)]
+
+        return nvml if handles else None
+    except Exception:  # noqa: BLE001 - no NVML (no driver, no package): try torch, then give up
+        pass
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            return None
+        return lambda: [tuple(torch.cuda.mem_get_info(i)) for i in range(torch.cuda.device_count())]
+    except Exception:  # noqa: BLE001 - no usable torch: nothing to wait for
+        return None
+
+
+def wait_for_gpu_memory(utilization: float, timeout_s: float, probe: MemoryProbe | None,
+                        sleep: Callable[[float], None] = time.sleep,
+                        clock: Callable[[], float] = time.monotonic) -> bool:
+    """Wait (at most ``timeout_s``, pausing 0.5 s, doubling to 10 s) until every GPU ``probe`` sees has
+    ``utilization`` of its memory free: what vLLM demands before it starts (``Free memory on device ... is less than
+    desired GPU memory utilization``, vllm/v1/worker/gpu_worker.py ``init_device``). An actor restarted after its
+    engine died comes up while the dead engine core still releases its memory. True when the memory is there (or
+    there is nothing to probe); False when the time ran out: the start goes ahead and vLLM says what it found."""
+    if probe is None or timeout_s <= 0:
+        return True
+    t0 = clock()
+    pause = 0.5
+    said = False
+    while True:
+        cards = probe()
+        short = [(i, free, total) for i, (free, total) in enumerate(cards) if total and free < utilization * total]
+        if not short:
+            if said:
+                log.warning("GPU memory is free after %.0f s; starting the engine", clock() - t0)
+            return True
+        left = timeout_s - (clock() - t0)
+        if left <= 0:
+            log.warning("GPU memory still short after %.0f s (converter.model.engine_start_wait_s); starting the "
+                        "engine anyway", timeout_s)
+            return False
+        if not said:
+            i, free, total = short[0]
+            log.warning("waiting up to %.0f s for GPU memory: GPU %d has %.1f of %.1f GiB free, the engine asks "
+                        "%.0f%% (converter.model.gpu_memory_utilization); a dead engine may still hold it",
+                        timeout_s, i, free / 2**30, total / 2**30, utilization * 100)
+            said = True
+        sleep(min(pause, left))
+        pause = min(pause * 2, 10.0)
+
+
+def start_engine(engine_args: dict[str, Any], attempts: int = 1,
+                 wait: Callable[[], object] | None = None) -> Any:
     """vLLM's V1 ``AsyncLLM`` from keyword arguments (slow: loads weights, profiles memory), started up to
     ``attempts`` times.
 
@@ -136,6 +207,7 @@ def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
     ray/data/_internal/execution/operators/actor_pool_map_operator.py, ``_on_actor_init_death``). So the start is
     tried again here, in the same process; what still fails after ``attempts`` is a setup error with one line.
     Arguments that ``AsyncEngineArgs`` refuses are a defect: checked once, before the first start, never retried.
+    ``wait`` runs before each start (:func:`wait_for_gpu_memory`: a failed start's memory must come free too).
     """
     from vllm import AsyncEngineArgs
 
@@ -151,6 +223,8 @@ def start_engine(engine_args: dict[str, Any], attempts: int = 1) -> Any:
         engine_args["structured_outputs_config"] = StructuredOutputsConfig(**structured)
     AsyncEngineArgs(**engine_args)
     for attempt in range(1, attempts + 1):
+        if wait is not None:
+            wait()
         try:
             # Fresh arguments each time: building the engine config fills some of them in.
             return Engine.from_engine_args(AsyncEngineArgs(**engine_args))
@@ -277,7 +351,10 @@ class VllmBackend:
             )
             self.engine_args = build_engine_args(cfg, model_dir, max_images=max_images, mm_kwargs=mm_kwargs)
             # Straight into the attribute: a local would keep the engine alive in this frame (see shutdown_engine).
-            self._engine = start_engine(self.engine_args, attempts=cfg.engine_start_attempts)
+            probe = gpu_memory_probe() if cfg.device != "cpu" else None
+            self._engine = start_engine(
+                self.engine_args, attempts=cfg.engine_start_attempts,
+                wait=lambda: wait_for_gpu_memory(cfg.gpu_memory_utilization, cfg.engine_start_wait_s, probe))
             if chat_template_fn is None:
                 chat_template_fn = hf_chat_template(model_dir, local_only=not cfg.allow_download)
         else:

@@ -114,6 +114,11 @@ class ModelConfig(_Section):
         2, ge=1, description="Times the vllm backend starts its engine before giving up with a setup error: an engine "
         "core process that dies while starting (killed, out of memory) is started again in the same actor."
     )
+    engine_start_wait_s: float = Field(
+        300.0, ge=0, description="Longest the vllm backend waits, before each engine start, for its GPUs to have the "
+        "free memory the engine asks for (gpu_memory_utilization x the card): a restarted actor comes up while the "
+        "dead engine's process still holds its memory, and vLLM refuses to start below that share. 0: do not wait."
+    )
 
 
 class ConverterConfig(_Section):

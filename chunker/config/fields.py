@@ -44,6 +44,7 @@ RUNTIME_FIELDS = frozenset({
     "converter.model.base_url", "converter.model.api_key_env", "converter.model.request_timeout_s",
     "converter.model.max_concurrency", "converter.model.device", "converter.model.max_num_batched_tokens",
     "converter.model.mm_encoder_tp_mode", "converter.model.engine_start_attempts",
+    "converter.model.engine_start_wait_s",
     "embed.batch_size", "embed.device", "embed.num_threads", "embed.onnx_cache_dir", "embed.onnx_batch_size",
     "milvus", "retrieval", "ray", "output", "serve",
 })

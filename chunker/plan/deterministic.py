@@ -193,8 +193,12 @@ def breadcrumb(path: list[str], levels: int) -> str:
     return " > ".join(p.strip() for p in path if p.strip())
 
 
-def chunk_id(doc_id: str, element_ids: list[str]) -> str:
-    return hashlib.sha256(f"{doc_id}|{','.join(element_ids)}".encode()).hexdigest()[:32]
+def chunk_id(doc_id: str, element_ids: list[str], source_uri: str = "") -> str:
+    """Deterministic from the content (``doc_id``), the chunk's element IDs and the copy (its absolute source URI):
+    the same bytes at two paths are two documents with their own rows, so neither copy's rows are replaced, tagged
+    with the other's path, or deleted when the other copy changes."""
+    key = f"{doc_id}|{source_uri}|{','.join(element_ids)}" if source_uri else f"{doc_id}|{','.join(element_ids)}"
+    return hashlib.sha256(key.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def _modality(els: list[Element]) -> Modality:
@@ -224,7 +228,8 @@ def build_chunks(elements: list[Element], plans: list[Plan], cfg: PlannerConfig,
         text = f"{crumb}\n\n{body}" if crumb else body
         pages = [e.page_start for e in els if e.page_start] + [e.page_end for e in els if e.page_end]
         chunks.append(Chunk(
-            chunk_id=chunk_id(els[0].doc_id, p.element_ids), doc_id=els[0].doc_id, element_ids=list(p.element_ids),
+            chunk_id=chunk_id(els[0].doc_id, p.element_ids, source_uri), doc_id=els[0].doc_id,
+            element_ids=list(p.element_ids),
             text=text, breadcrumb=crumb, page_start=min(pages, default=0), page_end=max(pages, default=0),
             modality=_modality(els), planner=planner, config_hash=config_hash, source=source, source_uri=source_uri,
         ))

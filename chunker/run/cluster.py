@@ -1,12 +1,22 @@
-"""Before any actor starts: does the pipeline fit the cluster it was submitted to?
+"""Before any actor starts: does the pipeline fit the cluster it was submitted to, or the one it can become?
 
 Ray only warns, then waits forever, when an actor asks for more than any node has free, and Ray Data backpressures
 its tasks silently when the actors hold every CPU ("3/2 CPU", ``backpressured:tasks(ResourceBudget)``). So the job
 compares what every stage reserves with what each node offers, before starting: CPU reservations that do not fit
 are scaled down (``ray.fit_to_cluster``) or refused, GPU demand that does not fit is always refused, with one line
 naming the stage, what it asks and what the cluster has. It also refuses settings that only work on one machine
-when the cluster has several. Pure functions over the config and a list of node resources: the job asks Ray for
-those (``ray.nodes()``), the tests pass them in.
+when the cluster has (or can have) several. Pure functions over the config, a list of node resources and the node
+types an autoscaler may add: the job asks Ray for those (:mod:`jobs.common`), the tests pass them in.
+
+GPUs are packed per device, as Ray schedules them: a GPU is a unit instance, so a share below 1 must fit in what one
+GPU has left, and a request above 1 must be a whole number of free GPUs (Ray's resources guide,
+doc/source/ray-core/scheduling/resources.rst, "Fractional resource requirements"; ray-project/ray#39293). Eight
+actors at 0.9 GPU and an embedder at 0.5 on an 8-GPU node add up to 7.7 GPUs, yet the embedder finds no GPU with
+half of it free and waits forever.
+
+An autoscaling cluster is fitted against what it can become: the nodes alive now plus every node its node types can
+still add (:class:`NodeType`). Only demand that no such cluster can hold is refused; demand that needs nodes not yet
+there is asked of the autoscaler and waited for (:func:`fit_cluster`).
 
 The check is necessary, not sufficient: it packs the actors the way that fits best, while Ray places them in the
 order they start. A config that fits only one way can still wait on a node taken by a smaller actor.
@@ -15,14 +25,19 @@ order they start. A config that fits only one way can still wait on a node taken
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from chunker.config import Config
 from chunker.errors import SetupError
 
 TASK_CPUS = 1.0  # the listing and intake tasks: Ray's default, the one the streaming repartition fuses with
 MIN_ACTOR_CPUS = 0.05  # below this a scaled reservation means nothing; refuse instead
-_EPS = 1e-9
+POLL_S = 2.0  # how often the wait for the autoscaler looks at the nodes
+_EPS = 1e-6
+
+Nodes = list[dict[str, float]]
 
 
 class ClusterFitError(SetupError):
@@ -42,6 +57,26 @@ class StageDemand:
         unit = "actor" if self.actor else "task"
         return f"{self.stage} {self.count} {unit}{'s' if self.count != 1 else ''} x ({', '.join(what)})"
 
+    def bundle(self) -> dict[str, float]:
+        """One actor's (or task's) resources as Ray and its autoscaler spell them."""
+        return {"CPU": self.cpus, **({"GPU": self.gpus} if self.gpus else {})}
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """A kind of node an autoscaler can add: its resources and how many of it the cluster may have (-1: no limit)."""
+
+    name: str
+    cpus: float
+    gpus: float
+    max_nodes: int
+
+    def text(self) -> str:
+        return f"{self.name} ({_num(self.cpus)} CPU" + (f"/{_num(self.gpus)} GPU" if self.gpus else "") + ")"
+
+    def matches(self, node: dict[str, float]) -> bool:
+        return abs(node.get("CPU", 0.0) - self.cpus) < _EPS and abs(node.get("GPU", 0.0) - self.gpus) < _EPS
+
 
 @dataclass
 class Fit:
@@ -49,6 +84,12 @@ class Fit:
     demands: list[StageDemand]
     scale: float = 1.0  # factor applied to every actor's CPU reservation
     note: str = ""  # for the log when something was changed
+    waiting: bool = False  # the stages fit only once the autoscaler has added nodes that are not there yet
+    asked: bool = False  # the autoscaler was asked for the stages' bundles (withdraw the request at the end)
+    notes: list[str] = field(default_factory=list)  # further lines for the run summary (the wait)
+
+    def summary(self) -> str:
+        return "; ".join(n for n in [self.note, *self.notes] if n)
 
 
 def stage_demands(cfg: Config) -> list[StageDemand]:
@@ -62,11 +103,16 @@ def stage_demands(cfg: Config) -> list[StageDemand]:
     ]
 
 
+def bundles(demands: list[StageDemand]) -> list[dict[str, float]]:
+    """Every actor's bundle and one task slot: what ``ray.autoscaler.sdk.request_resources`` is asked for."""
+    return [d.bundle() for d in demands if d.count for _ in range(d.count if d.actor else 1)]
+
+
 def _num(x: float) -> str:
     return f"{x:g}" if x == int(x) else f"{x:.2f}".rstrip("0")
 
 
-def _cluster_text(nodes: list[dict[str, float]]) -> str:
+def _cluster_text(nodes: Nodes) -> str:
     cpus = sum(n.get("CPU", 0.0) for n in nodes)
     gpus = sum(n.get("GPU", 0.0) for n in nodes)
     per = ", ".join(f"{_num(n.get('CPU', 0.0))} CPU" + (f"/{_num(n['GPU'])} GPU" if n.get("GPU") else "")
@@ -74,19 +120,78 @@ def _cluster_text(nodes: list[dict[str, float]]) -> str:
     return f"{_num(cpus)} CPU and {_num(gpus)} GPU on {len(nodes)} node{'s' if len(nodes) != 1 else ''} ({per})"
 
 
-def _pack(demands: list[StageDemand], nodes: list[dict[str, float]]) -> StageDemand | None:
-    """Place every actor, then one task, on the nodes (best fit, biggest first); the first that finds no node."""
-    free = [{"CPU": n.get("CPU", 0.0), "GPU": n.get("GPU", 0.0)} for n in nodes]
+def addable(node_types: list[NodeType], nodes: Nodes, unlimited: int) -> Nodes:
+    """The nodes the autoscaler can still add: each type up to its maximum, less the alive nodes of its shape
+    (``unlimited`` nodes of a type without a maximum: as many as the stages have actors)."""
+    left = {t.name: (t.max_nodes if t.max_nodes >= 0 else unlimited) for t in node_types}
+    for n in nodes:
+        for t in node_types:
+            if t.max_nodes >= 0 and left[t.name] > 0 and t.matches(n):
+                left[t.name] -= 1
+                break
+    return [{"CPU": t.cpus, "GPU": t.gpus} for t in node_types for _ in range(max(0, left[t.name]))]
+
+
+def _growth_text(node_types: list[NodeType] | None, extra: Nodes) -> str:
+    if node_types is None:
+        return ""
+    if not node_types:
+        return ", and its autoscaler's node types are unknown"
+    if not extra:
+        return f", and its autoscaler adds no more nodes (node types: {', '.join(t.text() for t in node_types)})"
+    counts = [(t, sum(1 for n in extra if t.matches(n))) for t in node_types]
+    return ", and its autoscaler can add " + ", ".join(f"{k} x {t.text()}" for t, k in counts if k)
+
+
+@dataclass
+class _Free:
+    cpu: float
+    gpus: list[float]  # what each GPU of the node has left (Ray's unit instances)
+
+
+def _free(nodes: Nodes) -> list[_Free]:
+    out = []
+    for n in nodes:
+        g = n.get("GPU", 0.0)
+        whole = int(g + _EPS)
+        out.append(_Free(n.get("CPU", 0.0), [1.0] * whole + ([g - whole] if g - whole > _EPS else [])))
+    return out
+
+
+def _take(d: StageDemand, f: _Free) -> list[int] | None:
+    """The GPUs of ``f`` one ``d`` would take (none for a CPU actor), or None when it does not fit there."""
+    if f.cpu + _EPS < d.cpus:
+        return None
+    if d.gpus <= _EPS:
+        return []
+    if d.gpus < 1 - _EPS:  # a share: on one GPU, the one with the least left that still holds it (best fit)
+        fits = [i for i, s in enumerate(f.gpus) if s + _EPS >= d.gpus]
+        return [min(fits, key=lambda i: f.gpus[i])] if fits else None
+    whole = [i for i, s in enumerate(f.gpus) if s >= 1 - _EPS]
+    need = round(d.gpus)
+    return whole[:need] if len(whole) >= need else None
+
+
+def _pack(demands: list[StageDemand], nodes: Nodes) -> StageDemand | None:
+    """Place every actor, then one task, on the nodes (best fit, biggest first); the first that finds no room."""
+    free = _free(nodes)
     units = [d for d in demands if d.actor for _ in range(d.count)]
     units.sort(key=lambda d: (d.gpus, d.cpus), reverse=True)
     for d in units + [d for d in demands if not d.actor]:
-        fits = [f for f in free if f["CPU"] + _EPS >= d.cpus and f["GPU"] + _EPS >= d.gpus]
-        if not fits:
+        options = [(f, gpus) for f in free if (gpus := _take(d, f)) is not None]
+        if not options:
             return d
-        best = min(fits, key=lambda f: (f["GPU"] - d.gpus, f["CPU"] - d.cpus))
+
+        def leftover(option: tuple[_Free, list[int]]) -> tuple[float, float, float]:
+            f, gpus = option
+            share = sum(f.gpus[i] for i in gpus) - d.gpus if gpus else 0.0
+            return share, sum(f.gpus) - (d.gpus if gpus else 0.0), f.cpu - d.cpus
+
+        f, gpus = min(options, key=leftover)
         if d.actor:
-            best["CPU"] -= d.cpus
-            best["GPU"] -= d.gpus
+            f.cpu -= d.cpus
+            for i in gpus:
+                f.gpus[i] -= min(d.gpus, 1.0)
     return None
 
 
@@ -95,29 +200,52 @@ def _scaled(demands: list[StageDemand], f: float) -> list[StageDemand]:
             for d in demands]
 
 
-def fit_stages(cfg: Config, nodes: list[dict[str, float]]) -> Fit:
-    """The config to run on ``nodes`` (each ``{"CPU": n, "GPU": m}``), or :class:`ClusterFitError`."""
+def _check_shares(demands: list[StageDemand]) -> None:
+    for d in demands:
+        if d.gpus > 1 + _EPS and abs(d.gpus - round(d.gpus)) > _EPS:
+            raise ClusterFitError(
+                f"ray: the {d.stage} stage asks {_num(d.gpus)} GPU per actor; Ray takes a GPU share below 1 (on one "
+                f"GPU) or a whole number of GPUs: set ray.{d.stage}_num_gpus to one of those")
+
+
+def fits_now(demands: list[StageDemand], nodes: Nodes) -> bool:
+    """Whether every stage, as reserved, has room on ``nodes`` (what the wait for the autoscaler waits for)."""
+    return bool(nodes) and _pack(demands, nodes) is None
+
+
+def fit_stages(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None = None) -> Fit:
+    """The config to run on ``nodes`` (each ``{"CPU": n, "GPU": m}``, alive now), or :class:`ClusterFitError`.
+
+    ``node_types``: what an autoscaler can add (None: a fixed cluster; empty: an autoscaler whose node types are
+    unknown, fitted against the alive nodes). The stages are fitted against the alive nodes plus every node the types
+    can still add; :attr:`Fit.waiting` says when they need nodes not there yet."""
     demands = stage_demands(cfg)
-    have = _cluster_text(nodes)
+    _check_shares(demands)
+    units = sum(d.count for d in demands) + 1
+    extra = addable(node_types or [], nodes, units)
+    potential = nodes + extra
+    have = _cluster_text(nodes) + _growth_text(node_types, extra)
     asked = "; ".join(d.text() for d in demands)
-    if not nodes:
+    if not potential:
         raise ClusterFitError("ray: the cluster reports no alive node")
     # GPUs first: they are never scaled. Packed with no CPU demand, so a CPU shortage is reported as one.
     no_cpu = [StageDemand(d.stage, d.count, 0.0, d.gpus, d.actor) for d in demands]
-    short = _pack(no_cpu, nodes)
+    short = _pack(no_cpu, potential)
     if short is not None:
         gpu_total = sum(d.count * d.gpus for d in demands)
+        per_device = " (per GPU: a share below 1 must fit on one GPU)" if any(0 < d.gpus < 1 for d in demands) else ""
         raise ClusterFitError(
             f"ray: the {short.stage} stage cannot be placed: {short.text()} does not fit next to the other stages "
-            f"(they ask {_num(gpu_total)} GPU in all: {asked}); the cluster has {have}. Lower ray.{short.stage}_actors "
-            f"or ray.{short.stage}_num_gpus (embedding can run on CPU: ray.embed_num_gpus=0, embed.device=cpu)"
+            f"(they ask {_num(gpu_total)} GPU in all{per_device}: {asked}); the cluster has {have}. Lower "
+            f"ray.{short.stage}_actors or ray.{short.stage}_num_gpus (embedding can run on CPU: ray.embed_num_gpus=0, "
+            f"embed.device=cpu)"
         )
-    if _pack(demands, nodes) is None:
-        return Fit(cfg, demands)
+    if _pack(demands, potential) is None:
+        return Fit(cfg, demands, waiting=not fits_now(demands, nodes))
     actor_cpus = sum(d.count * d.cpus for d in demands if d.actor)
-    total = sum(n.get("CPU", 0.0) for n in nodes)
+    total = sum(n.get("CPU", 0.0) for n in potential)
     if not cfg.ray.fit_to_cluster:
-        short = _pack(demands, nodes)
+        short = _pack(demands, potential)
         raise ClusterFitError(
             f"ray: the {short.stage if short else 'intake'} stage cannot be placed: the stages reserve "
             f"{_num(actor_cpus)} CPU for actors plus {_num(TASK_CPUS)} per intake task ({asked}) and the cluster has "
@@ -126,7 +254,7 @@ def fit_stages(cfg: Config, nodes: list[dict[str, float]]) -> Fit:
     f = min(1.0, max(0.0, total - TASK_CPUS) / actor_cpus) if actor_cpus else 1.0
     while f > 0:
         scaled = _scaled(demands, f)
-        if all(d.cpus >= MIN_ACTOR_CPUS for d in scaled if d.actor and d.count) and _pack(scaled, nodes) is None:
+        if all(d.cpus >= MIN_ACTOR_CPUS for d in scaled if d.actor and d.count) and _pack(scaled, potential) is None:
             r = cfg.ray
             stage = max(MIN_ACTOR_CPUS, math.floor(r.stage_num_cpus * f * 100) / 100)
             ray = r.model_copy(update={"stage_num_cpus": stage,
@@ -134,7 +262,7 @@ def fit_stages(cfg: Config, nodes: list[dict[str, float]]) -> Fit:
             note = (f"ray: the stages reserve {_num(actor_cpus)} CPU for actors plus {_num(TASK_CPUS)} per intake task "
                     f"but the cluster has {have}: actor CPU reservations scaled by {f:.2f} to "
                     f"{'; '.join(d.text() for d in scaled)} (ray.fit_to_cluster)")
-            return Fit(cfg.model_copy(update={"ray": ray}), scaled, f, note)
+            return Fit(cfg.model_copy(update={"ray": ray}), scaled, f, note, waiting=not fits_now(scaled, nodes))
         f = math.floor((f - 0.05) * 100) / 100
     raise ClusterFitError(
         f"ray: the stages cannot be placed even with their CPU reservations scaled down: they ask {asked} and the "
@@ -142,10 +270,69 @@ def fit_stages(cfg: Config, nodes: list[dict[str, float]]) -> Fit:
     )
 
 
-def multi_node_problems(cfg: Config, output_uri: str, nodes: int) -> list[str]:
-    """Settings that only work on one machine, when the cluster has several (one line each; empty: fine): the
-    checks of :func:`chunker.deploy_checks.cluster_path_problems`, applied to the run's actual output URI."""
-    from chunker.deploy_checks import cluster_path_problems
+def potential_nodes(nodes: Nodes, node_types: list[NodeType] | None, cfg: Config) -> int:
+    """How many nodes the cluster has or can have (what one-machine settings are judged against)."""
+    units = sum(d.count for d in stage_demands(cfg)) + 1
+    return len(nodes) + len(addable(node_types or [], nodes, units))
+
+
+def fit_cluster(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None, *,
+                get_nodes: Callable[[], Nodes], request: Callable[[list[dict[str, float]]], None],
+                say: Callable[[str], None], timeout_s: float, sleep: Callable[[float], None] = time.sleep,
+                clock: Callable[[], float] = time.monotonic, poll_s: float = POLL_S) -> Fit:
+    """:func:`fit_stages`, and on an autoscaling cluster (``node_types`` not None) whose alive nodes cannot hold the
+    stages yet: ask the autoscaler for every stage's bundle (``request``), wait at most ``timeout_s`` with one line
+    said until the alive nodes hold them, then fit again against the nodes there are.
+
+    Refused at once: demand that no cluster the node types allow can hold. Refused after the wait: demand the alive
+    nodes still cannot hold when the node types are unknown (``[]``). Started anyway after the wait: demand the node
+    types can hold, its actors waiting for the nodes the autoscaler keeps adding (:attr:`Fit.waiting`)."""
+    try:
+        fit = fit_stages(cfg, nodes, node_types)
+    except ClusterFitError:
+        if node_types != []:
+            raise
+        fit = Fit(cfg, stage_demands(cfg), waiting=True)  # unknown growth: ask first, judge after the wait
+    if node_types is None or not fit.waiting:
+        return fit
+    asked = bundles(fit.demands)
+    request(asked)
+    say(f"ray: the stages need nodes the cluster does not have yet; asked its autoscaler for {len(asked)} bundles "
+        f"({_num(sum(b['CPU'] for b in asked))} CPU, {_num(sum(b.get('GPU', 0.0) for b in asked))} GPU) and waiting "
+        f"up to {timeout_s:.0f} s for them (ray.autoscale_wait_s)")
+    t0 = clock()
+    while not fits_now(fit.demands, nodes) and clock() - t0 < timeout_s:
+        sleep(poll_s)
+        nodes = get_nodes()
+    waited = clock() - t0
+    try:
+        out = fit_stages(cfg, nodes, node_types)
+    except ClusterFitError as exc:
+        request([])
+        raise ClusterFitError(
+            f"{exc} (after waiting {waited:.0f} s for the autoscaler: ray.autoscale_wait_s)") from None
+    out.asked = True
+    if out.waiting:
+        out.notes.append(f"ray: after {waited:.0f} s the autoscaler has not added every node the stages need "
+                         f"({_cluster_text(nodes)} so far); the actors that do not fit yet wait for their nodes")
+    else:
+        out.notes.append(f"ray: the autoscaler added the nodes the stages need in {waited:.0f} s "
+                         f"(now {_cluster_text(nodes)})")
+    return out
+
+
+def multi_node_problems(cfg: Config, output_uri: str, nodes: int, input_uri: str = "") -> list[str]:
+    """Settings that only work on one machine, when the cluster has (or can have) several (one line each; empty:
+    fine): the checks of :func:`chunker.deploy_checks.cluster_path_problems`, applied to the run's actual output
+    URI, and a local ``--input``, which only the machine that reads it has."""
+    from chunker.deploy_checks import cluster_path_problems, is_local_path
 
     run = cfg.model_copy(update={"output": cfg.output.model_copy(update={"dir": output_uri})})
-    return cluster_path_problems(run, nodes)
+    problems = cluster_path_problems(run, nodes)
+    if nodes > 1 and input_uri and is_local_path(input_uri):
+        problems.append(
+            f"--input {input_uri!r} is a local path, but the cluster has {nodes} nodes and the workers that fetch each "
+            f"file run on any of them (the driver's folder is not theirs): put the corpus on object storage "
+            f"(s3://bucket/prefix, gs://...) or give file:///path on a filesystem every node mounts at the same place"
+        )
+    return problems

@@ -4,13 +4,17 @@ A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, `
 
     {run}/batches/{doc_id}-{segment:05d}.parquet     converted Markdown: the expensive artefact (CONVERTED_BATCH)
     {run}/elements/{doc_id}-{segment:05d}.parquet    parsed elements (ELEMENT)
-    {run}/chunks/{doc_id}-{segment:05d}.parquet      planned chunks (CHUNK)
+    {run}/chunks/{doc_id}-{copy}-{segment:05d}.parquet   planned chunks (CHUNK), per copy of the bytes (below)
     {run}/documents/documents-{part:05d}.parquet     one row per document: status and problems (DOCUMENT)
     {run}/ledger/{config_hash}/{doc_id}.json         the done ledger (chunker.run.ledger)
     {run}/listing/part-{part:05d}.jsonl              the streamed input listing (chunker.run.listing)
-    {run}/attempts/{doc_id}-{segment:05d}/{id}       one empty marker per start of a segment's conversion (this run)
+    {run}/attempts/{doc_id}-{segment:05d}/{copy}-{id}  one marker per start of a segment's conversion (this run)
     {run}/normalized/{doc_id}.pdf                    PDFs normalised from images and office files
     {run}/summary.json, planning_report.json/.txt
+
+``{copy}`` is :func:`copy_key` of the document's absolute source URI: the same bytes at two paths are two documents
+(one content, two sets of chunks, see chunker.run.attempts), whose converted batches and elements are one content's
+and shared, and whose chunks are each copy's own.
 
 Parts are named by their key, so a re-run overwrites instead of duplicating, and workers on different nodes write
 without coordination. A part is complete or absent: on a local disk it is written then renamed; on object storage it
@@ -21,6 +25,7 @@ multipart upload when large), with no folder-marker objects or existence checks 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
@@ -45,9 +50,17 @@ SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
 
 
-def segment_part(doc_id: str, segment_index: int) -> str:
-    """The part name of one segment's rows in ``batches/``, ``elements/`` and ``chunks/``."""
-    return f"{doc_id}-{segment_index:05d}"
+def copy_key(source_uri: str) -> str:
+    """A short stable name for one copy of a document's bytes: its absolute source URI, hashed."""
+    return hashlib.sha256(source_uri.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def segment_part(doc_id: str, segment_index: int, source_uri: str | None = None) -> str:
+    """The part name of one segment's rows in ``batches/`` and ``elements/`` (one per content), or, with the
+    copy's ``source_uri``, in ``chunks/`` (one per copy)."""
+    if source_uri is None:
+        return f"{doc_id}-{segment_index:05d}"
+    return f"{doc_id}-{copy_key(source_uri)}-{segment_index:05d}"
 
 
 def documents_part(index: int) -> str:
@@ -119,8 +132,25 @@ class RunStore:
         self.fs.move(tmp, target)
         return target
 
-    def write_segment(self, stage: str, doc_id: str, segment_index: int, table: pa.Table) -> str:
-        return self.write(stage, segment_part(doc_id, segment_index), table)
+    def write_segment(self, stage: str, doc_id: str, segment_index: int, table: pa.Table,
+                      source_uri: str | None = None) -> str:
+        """One segment's part; ``source_uri`` names the copy for a stage whose rows are per copy (chunks)."""
+        return self.write(stage, segment_part(doc_id, segment_index, source_uri), table)
+
+    def segment_mtime(self, stage: str, doc_id: str, segment_index: int) -> float | None:
+        """When one segment's part was last written (seconds since the epoch), or None when it does not exist."""
+        info = self.fs.get_file_info(f"{self.path(stage)}/{segment_part(doc_id, segment_index)}.parquet")
+        return info.mtime.timestamp() if info.type == pafs.FileType.File and info.mtime else None
+
+    def read_segment(self, stage: str, doc_id: str, segment_index: int) -> pa.Table:
+        return pq.read_table(f"{self.path(stage)}/{segment_part(doc_id, segment_index)}.parquet", filesystem=self.fs)
+
+    def entries(self, folder: str) -> list[tuple[str, float]]:
+        """``(name, modification time)`` of the files directly in ``folder`` of the run (none when it does not
+        exist); one List request on object storage."""
+        sel = pafs.FileSelector(self.path(folder), allow_not_found=True)
+        return [(i.base_name, i.mtime.timestamp() if i.mtime else 0.0) for i in self.fs.get_file_info(sel)
+                if i.type == pafs.FileType.File]
 
     def parts(self, stage: str) -> list[str]:
         sel = pafs.FileSelector(self.path(stage), allow_not_found=True)
@@ -154,6 +184,10 @@ class RunStore:
         with self.fs.open_output_stream(target) as fh:
             fh.write(data)
         return target
+
+    def read_bytes(self, name: str) -> bytes:
+        with self.fs.open_input_stream(self.path(name)) as fh:
+            return fh.read()
 
     def write_json(self, name: str, obj: Any) -> str:
         return self.write_bytes(name, json.dumps(obj, indent=2, sort_keys=True, default=str).encode())

@@ -63,9 +63,16 @@ class Ledger:
     def entry(self, doc_id: str) -> dict[str, Any] | None:
         return self._read(self._path(doc_id))
 
-    def is_done(self, doc_id: str) -> bool:
+    def is_done(self, doc_id: str, uri: str = "") -> bool:
+        """Whether ``doc_id`` is loaded into this target; with ``uri``, as the copy at that absolute URI (the same
+        bytes at two paths are two documents: a copy added later is not done because the other one is)."""
         e = self.entry(doc_id)
-        return bool(e) and e.get("target") == self.target
+        if not e or e.get("target") != self.target:
+            return False
+        if not uri:
+            return True
+        u = self._read(self._uri_path(uri))
+        return bool(u) and u.get("uri") == uri and u.get("doc_id") == doc_id and u.get("target") == self.target
 
     def done_by_uri(self, uri: str, version: str) -> str | None:
         """The doc_id finished for ``uri`` at ``version`` (and still done), or None: nothing needs fetching then."""
@@ -78,11 +85,11 @@ class Ledger:
         return doc_id if doc_id and self.is_done(doc_id) else None
 
     def mark_done(self, doc_id: str, source_uri: str = "", source_version: str = "", **info: Any) -> None:
-        """The document's entry, then (with a version) its URI's: a reader that finds the second finds the first."""
+        """The document's entry, then its URI's (the copy's): a reader that finds the second finds the first."""
         now = time.time()
         self._write(self._path(doc_id), {"doc_id": doc_id, "target": self.target, "finished_at": now,
                                          "source_uri": source_uri, "source_version": source_version, **info})
-        if source_uri and source_version:
+        if source_uri:  # also without a version: it is this copy's done record (is_done with a uri)
             self._write(self._uri_path(source_uri), {"uri": source_uri, "version": source_version, "doc_id": doc_id,
                                                      "target": self.target, "finished_at": now})
 

@@ -1,0 +1,208 @@
+"""Engine deaths: a death is charged once, to the segments that were converting on the engine, so a run whose engine
+dies with 16 segments in flight finishes with nothing quarantined and its concurrency back; a restarted engine waits
+(bounded, with backoff) until its GPU has the memory it asks for."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from chunker.config import load_config
+from jobs.stages import ConvertStage
+
+# ------------------------------------------------------------------ the restart waits for GPU memory
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def sleep(self, s: float) -> None:
+        self.sleeps.append(s)
+        self.t += s
+
+
+def test_a_restarted_engine_waits_for_the_memory_it_asks_for_with_backoff(caplog):
+    from chunker.backends.vllm_backend import wait_for_gpu_memory
+
+    gib = 2**30
+    # The dead engine's core is still releasing its memory: 10 GiB free of 80, then 40, then 76.
+    readings = [[(10 * gib, 80 * gib)]] * 3 + [[(40 * gib, 80 * gib)]] * 2 + [[(76 * gib, 80 * gib)]]
+    clock = Clock()
+    probe = lambda: readings.pop(0) if len(readings) > 1 else readings[0]  # noqa: E731
+    assert wait_for_gpu_memory(0.9, 300, probe, sleep=clock.sleep, clock=lambda: clock.t)
+    assert clock.sleeps == [0.5, 1.0, 2.0, 4.0, 8.0], "backoff, doubling"
+    waits = [r.message for r in caplog.records if "waiting up to 300 s for GPU memory" in r.message]
+    assert len(waits) == 1 and "10.0 of 80.0 GiB free" in waits[0] and "90%" in waits[0]
+
+
+def test_the_wait_is_bounded_and_every_card_of_a_tensor_parallel_engine_counts():
+    from chunker.backends.vllm_backend import wait_for_gpu_memory
+
+    gib = 2**30
+    clock = Clock()
+    # Two cards: one free, one still held. The wait ends at its bound; the start goes ahead (vLLM says the rest).
+    probe = lambda: [(79 * gib, 80 * gib), (5 * gib, 80 * gib)]  # noqa: E731
+    assert not wait_for_gpu_memory(0.9, 30, probe, sleep=clock.sleep, clock=lambda: clock.t)
+    assert 30 <= clock.t <= 30 + 1e-9 and max(clock.sleeps) == 10.0
+
+
+def test_no_gpu_means_no_wait():
+    from chunker.backends.vllm_backend import wait_for_gpu_memory
+
+    clock = Clock()
+    assert wait_for_gpu_memory(0.9, 300, None, sleep=clock.sleep, clock=lambda: clock.t) and not clock.sleeps
+    assert wait_for_gpu_memory(0.9, 0, lambda: [(0, 80)], sleep=clock.sleep) and not clock.sleeps
+
+
+def test_engine_starts_wait_before_each_attempt(monkeypatch):
+    from chunker.backends import vllm_backend
+
+    calls: list[str] = []
+
+    class FakeArgs:
+        def __init__(self, **kw: object) -> None:
+            pass
+
+    class FakeEngine:
+        starts = 0
+
+        @classmethod
+        def from_engine_args(cls, args: object) -> object:
+            calls.append("start")
+            cls.starts += 1
+            if cls.starts == 1:
+                raise RuntimeError("Engine core initialization failed (test)")
+            return cls()
+
+    fake_vllm = type(sys)("vllm")
+    fake_vllm.AsyncEngineArgs = FakeArgs
+    fake_v1 = type(sys)("vllm.v1.engine.async_llm")
+    fake_v1.AsyncLLM = FakeEngine
+    for name, mod in {"vllm": fake_vllm, "vllm.v1": type(sys)("vllm.v1"), "vllm.v1.engine": type(sys)("vllm.v1.engine"),
+                      "vllm.v1.engine.async_llm": fake_v1}.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    engine = vllm_backend.start_engine({"model": "m"}, attempts=2, wait=lambda: calls.append("wait"))
+    assert isinstance(engine, FakeEngine) and calls == ["wait", "start", "wait", "start"]
+
+
+# ------------------------------------------------------------------ a death is charged to who was converting
+
+
+def test_a_death_spares_the_segments_that_were_not_on_the_engine(tmp_path, monkeypatch):
+    from chunker.backends.base import EngineDead
+    from chunker.run.attempts import prior_starts, record_start
+    from chunker.types import SegmentJob
+
+    stage = ConvertStage(load_config(None), "h", str(tmp_path / "run"))
+    jobs = [SegmentJob(f"d{i}", f"/in/{i}.pdf", f"{i}.pdf", 4, 0, 1, 1, 4, 1, 4) for i in range(4)]
+    for i, job in enumerate(jobs):
+        stage.starts[record_start(stage.store, job)] = i < 2  # two converting on the engine, two waiting
+    monkeypatch.setattr(os, "_exit", lambda code: (_ for _ in ()).throw(SystemExit(code)))
+    with pytest.raises(SystemExit):
+        stage._leave(EngineDead("test"))
+    assert [prior_starts(stage.store, j) for j in jobs] == [1, 1, 0, 0]
+
+
+DOCS, PAGES = 8, 4  # two segments of two pages each: 16 segments
+IN_FLIGHT = 16
+
+
+class DyingEngineStage(ConvertStage):
+    """The simulated engine behind a wrapper that dies once (a marker file in the run folder), when 16 requests are in
+    flight at once, as a vLLM engine core that is killed fails every request it holds. Each actor process notes the
+    most requests it had in flight at once."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        from chunker.backends.simulated import EngineSpec, SimulatedBackend
+        from chunker.convert.factory import make_converter
+
+        cfg = self.cfg
+        # 0.25 s a request at most: requests pile up, as on a busy GPU.
+        inner = SimulatedBackend(cfg.converter.model, max_images=cfg.intake.batch_pages,
+                                 max_side_px=cfg.render.max_side_px, spec=EngineSpec(seq_decode_tokens_per_s=4000.0,
+                                                                                     max_num_seqs=32), time_scale=0.5)
+        root = Path(self.store.root)
+        marker = root / "engine-killed"
+        peaks = root / "peaks"
+        peaks.mkdir(exist_ok=True)
+        state = {"in_flight": 0, "peak": 0, "dead": False}
+
+        class Dying:
+            name = "simulated"
+            model = inner.model
+
+            async def generate(self, request):  # noqa: ANN001, ANN202
+                from chunker.backends.base import EngineDead
+
+                if state["dead"]:
+                    raise EngineDead("vLLM engine is dead (test)")
+                state["in_flight"] += 1
+                if state["in_flight"] > state["peak"]:
+                    state["peak"] = state["in_flight"]
+                    (peaks / str(os.getpid())).write_text(str(state["peak"]))
+                try:
+                    if state["in_flight"] >= IN_FLIGHT and not marker.exists():
+                        marker.write_text(str(time.time()))
+                        state["dead"] = True
+                        raise EngineDead("vLLM engine is dead (test: killed with 16 requests in flight)")
+                    await asyncio.sleep(2.0)  # time for the other chains to arrive
+                    return await inner.generate(request)
+                finally:
+                    state["in_flight"] -= 1
+
+            async def close(self) -> None:
+                await inner.close()
+
+        self.converter = make_converter(cfg, self.cfg_hash, backend=Dying())
+
+
+@pytest.fixture(scope="module")
+def ray_runtime():
+    import ray
+    import ray.cloudpickle
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the stage subclass travels by value
+    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_an_engine_killed_with_16_segments_in_flight(ray_runtime, tmp_path):
+    from chunker.eval.synthetic import write_document
+    from chunker.run.layout import ATTEMPTS
+    from jobs.ingest import run_ingest
+
+    corpus = tmp_path / "docs"
+    for k in range(DOCS):
+        write_document(corpus / f"doc-{k}.pdf", PAGES, seed=40 + k, title=f"Manual {k}")
+    run = tmp_path / "run"
+    cfg = load_config("configs/local.yaml", [
+        f"milvus.uri={tmp_path / 'm.db'}", "converter.backend=simulated", "render.max_side_px=448",
+        "intake.segment_pages=2", "intake.segment_overlap_pages=0", "intake.batch_pages=1",
+        "ray.convert_actors=1", f"ray.convert_concurrency={IN_FLIGHT}", "ray.status_interval_s=5",
+        "converter.page_timeout_s=60", "ray.document_timeout_s=300"])
+    s = run_ingest(cfg, str(corpus), str(run), convert_stage=DyingEngineStage)
+    assert (run / "engine-killed").exists(), "the engine never died"
+    assert (s.documents, s.ok, s.failed) == (DOCS, DOCS, 0), s.problems  # nothing innocent is quarantined
+    # Charged once: no segment's count reached the solo threshold, so none ran alone afterwards.
+    counts = []
+    for folder in (run / ATTEMPTS).iterdir():
+        names = [p.name for p in folder.iterdir()]
+        ended = {n.split(".", 1)[0] for n in names if "." in n}
+        counts.append(sum(1 for n in names if "." not in n and n not in ended))
+    assert len(counts) == DOCS * PAGES // 2 and max(counts) <= 1 and sum(counts) <= IN_FLIGHT, counts
+    # Concurrency comes back: the actor Ray started after the death ran many chains at once again.
+    peaks = {p.name: int(p.read_text()) for p in (run / "peaks").iterdir()}
+    assert len(peaks) == 2, f"one actor before the death, one after: {peaks}"
+    assert min(peaks.values()) >= 8, peaks
