@@ -347,8 +347,9 @@ def test_fetch_plan_reads_only_the_fields_it_needs(cfg: Config, store: ChunkStor
         # legs bring the fields, no second call.
         assert sorted(spy.searches) == [("dense", None), ("sparse", None)] and spy.fetches == []
         assert "fetch" not in res.split_ms
-    else:  # a server, nothing reads the candidates: IDs and scores per leg, then the top k's fields by key
-        assert sorted(spy.searches) == [("dense", []), ("sparse", [])]
+    else:  # a server, nothing reads the candidates: IDs, scores and doc_id per leg (fusion's document gate reads
+        # it), then the top k's fields by key
+        assert sorted(spy.searches) == [("dense", ["doc_id"]), ("sparse", ["doc_id"])]
         assert spy.fetches == [[x["chunk_id"] for x in ref[:2]]] and "fetch" in res.split_ms
     assert set(res.split_ms) >= {"dense", "sparse", "legs", "fuse", "duplicates"}
     # A visual question re-sorts every candidate by modality: every candidate comes with its fields.

@@ -355,7 +355,8 @@ class Retriever:
                 return [demote_duplicates(rows, rc.duplicate_threshold) for rows in out]
         keep = keep or [None] * len(texts)
         inline = self._duplicates_on() or None in keep or bool(getattr(self.store, "lite", False))
-        dense, sparse = self._legs(vectors, texts, kw, split, fields=None if inline else [])
+        # IDs-only legs still carry doc_id: fuse_adaptive's gate asks which documents the dense leg found.
+        dense, sparse = self._legs(vectors, texts, kw, split, fields=None if inline else ["doc_id"])
         with _timed(split, "fuse"):
             out = [fuse_adaptive(d, sp) for d, sp in zip(dense, sparse)]
         if not inline:
