@@ -94,3 +94,34 @@ def test_every_element_exactly_once_in_order(els, target):
     plans = plan(els, cfg)  # verify_coverage runs inside and would raise
     assert [i for p in plans for i in p.element_ids] == [e.element_id for e in els]
     assert all(p.element_ids for p in plans)
+
+
+def test_a_small_section_joins_the_chunk_before_it_and_keeps_its_heading():
+    body = "Revenue grew in every region, led by services; the details follow in the notes. " * 2
+    md = f"# Report\n\n## Results\n\n{body}\n\n## In Millions\n\nThe lease term is 7 years.\n\n## Outlook\n\n{body}"
+    els, chunks = _chunks(md)
+    joined = [c for c in chunks if "The lease term is 7 years." in c.text]
+    # The caption read as a heading and its one line are not a chunk of their own: they follow the section before,
+    # under that section's breadcrumb, with the caption kept in the body.
+    assert len(joined) == 1 and joined[0].breadcrumb == "Report > Results"
+    assert "In Millions\nThe lease term is 7 years." in joined[0].text and body.strip() in joined[0].text
+    assert [c.breadcrumb for c in chunks] == ["Report > Results", "Report > Outlook"]
+    off = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=False)
+    _, apart = _chunks(md, off)
+    assert [c.breadcrumb for c in apart] == ["Report > Results", "Report > In Millions", "Report > Outlook"]
+
+
+def test_small_sections_never_join_a_figure_a_table_an_faq_pair_or_a_page_far_back():
+    tiny = "## Note\n\nOne short line."
+    cases = {
+        "figure": "# D\n\n![Figure 1: Flow of the pump](figure)\n\n" + tiny,
+        "table": "# D\n\n| A | B |\n| --- | --- |\n| a1 | b1 |\n\n" + tiny,
+        "faq": "# D\n\n**Can I return it?**\n\nYes, within 30 days of delivery.\n\n" + tiny,
+    }
+    for name, md in cases.items():
+        _, chunks = _chunks(md)
+        assert chunks[-1].breadcrumb == "D > Note" and chunks[-1].text.endswith("One short line."), name
+    far = parse_markdown("d", [("# D\n\nA paragraph on the first page, long enough to stand alone.", 1),
+                               (tiny, 3)])
+    chunks = build_chunks(far, plan(far, CFG), CFG, "h")
+    assert [c.breadcrumb for c in chunks] == ["D", "D > Note"]

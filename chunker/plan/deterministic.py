@@ -165,8 +165,47 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
             plans[-1].element_ids.extend(h.element_id for h in pending_heads)
         else:
             plans.append(Plan([h.element_id for h in pending_heads]))
+    if cfg.join_small_sections:
+        plans = join_small_sections(plans, {e.element_id: e for e in elements}, cfg)
     verify_coverage(elements, plans)
     return plans
+
+
+def _joinable_kind(els: list[Element]) -> str:
+    """"text" or "table" for a chunk that may take or join a small section; "" for one that never does (a figure, a
+    question and its answer: FAQ pairs stay apart)."""
+    kinds = {e.kind for e in els if e.kind != "heading"}
+    if "figure" in kinds or any(is_question(e) for e in els):
+        return ""
+    return "table" if kinds == {"table_row"} else "text"
+
+
+def join_small_sections(plans: list[Plan], by_id: dict[str, Element], cfg: PlannerConfig) -> list[Plan]:
+    """A chunk under ``min_chars`` that is a whole section of its own joins the chunk before it (same kind, same or
+    next page, both within ``target_chars + min_chars``).
+
+    Why: a heading over a line or two is its own chunk otherwise, and a chunk of 60 characters that matches a
+    question's words outranks the page that answers it. Real filings are full of them: a table's unit line or a
+    column caption read as a heading ("In Millions", "Fiscal Year"), a one-line note under its title. The joined
+    section's heading is kept in the body (it is not in the breadcrumb of the chunk it joins), so no text is lost
+    and the order is unchanged."""
+    out: list[Plan] = []
+    sizes: list[int] = []
+    for p in plans:
+        els = [by_id[i] for i in p.element_ids]
+        size = sum(len(e.text) + 1 for e in els)
+        if out and size < cfg.min_chars and els[0].kind == "heading" and sizes[-1] + size <= cfg.target_chars + cfg.min_chars:
+            prev = [by_id[i] for i in out[-1].element_ids]
+            kind = _joinable_kind(els)
+            last_page = max((e.page_end or e.page_start for e in prev), default=0)
+            first_page = min((e.page_start for e in els if e.page_start), default=last_page)
+            if kind and kind == _joinable_kind(prev) and 0 <= first_page - last_page <= 1:
+                out[-1] = Plan(out[-1].element_ids + p.element_ids)
+                sizes[-1] += size
+                continue
+        out.append(p)
+        sizes.append(size)
+    return out
 
 
 def verify_coverage(elements: list[Element], plans: list[Plan]) -> None:
