@@ -403,7 +403,8 @@ def test_the_readme_prose_about_the_gpu_group_is_what_the_manifest_and_the_fit_c
     (cluster,) = [d for _, d in RAY_DOCS if d["kind"] == "RayCluster"]
     spec = cluster["spec"]
     gpu = next(g for g in spec["workerGroupSpecs"] if _gpus(g))
-    lo, hi, cpus = map(int, re.search(r"GPU worker group of (\d+)-(\d+) one-GPU pods \((\d+) CPUs each\)", text).groups())
+    stated = re.search(r"GPU worker group of (\d+)-(\d+) one-GPU pods \((\d+) CPUs each\)", text)
+    lo, hi, cpus = map(int, stated.groups())
     assert (lo, hi, cpus, _gpus(gpu)) == (gpu["minReplicas"], gpu["maxReplicas"], _cpus(gpu), 1.0)
     assert f"group: {cpus} CPUs, 1 GPU, at most `maxReplicas` {hi} pods" in text
 
