@@ -389,3 +389,51 @@ def test_serve_config_is_valid_and_reachable_from_other_machines() -> None:
     for app in raw["applications"]:
         for item in app["args"].get("set", []):
             assert item.split("=", 1)[0] != "milvus.uri" or "://" in item  # replicas on many nodes: a server
+
+
+def _kuberay_submission() -> list[str]:
+    (words,) = [w for w in README_CMDS if w[:3] == ["ray", "job", "submit"] and "--address" in w]
+    return words[words.index("--") + 1:]
+
+
+def test_the_readme_prose_about_the_gpu_group_is_what_the_manifest_and_the_fit_check_say() -> None:
+    # The numbers the README states in words (not in a command) are read from it, so an edit to the manifest or to
+    # the README that makes them disagree fails here, and each claim is put to the job's own fit rule.
+    text = " ".join(README.read_text().split())
+    (cluster,) = [d for _, d in RAY_DOCS if d["kind"] == "RayCluster"]
+    spec = cluster["spec"]
+    gpu = next(g for g in spec["workerGroupSpecs"] if _gpus(g))
+    stated = re.search(r"GPU worker group of (\d+)-(\d+) one-GPU pods \((\d+) CPUs each\)", text)
+    lo, hi, cpus = map(int, stated.groups())
+    assert (lo, hi, cpus, _gpus(gpu)) == (gpu["minReplicas"], gpu["maxReplicas"], _cpus(gpu), 1.0)
+    assert f"group: {cpus} CPUs, 1 GPU, at most `maxReplicas` {hi} pods" in text
+
+    cfg, _ = _ingest_args(shlex.join(_kuberay_submission()))
+    assert cfg.ray.autoscale_wait_s == float(re.search(r"`ray\.autoscale_wait_s` \((\d+) s\)", text).group(1))
+    assert cfg.converter.model.engine_start_wait_s == float(
+        re.search(r"`converter\.model\.engine_start_wait_s` \((\d+) s\)", text).group(1))
+    # "demand no group can ever hold (`ray.convert_actors=9`, or 2 GPUs per actor) is refused at once, in one line"
+    actors, per_actor = re.search(r"\(`ray\.convert_actors=(\d+)`, or (\d+) GPUs per actor\) is refused", text).groups()
+    assert int(actors) == hi + 1
+    for extra in (f"ray.convert_actors={actors}", f"ray.convert_num_gpus={per_actor}"):
+        cfg, _ = _ingest_args(shlex.join(_kuberay_submission() + ["--set", extra]))
+        [problem] = _placement_problems(cfg, spec)
+        assert "\n" not in problem and "convert stage cannot be placed" in problem, extra
+
+
+def test_the_readme_gpu_share_for_the_embedder_fits_where_the_submissions_run() -> None:
+    # The README offers `--set ray.convert_num_gpus=0.9 --set ray.embed_num_gpus=0.1 --set embed.device=cuda` for
+    # the eight one-GPU workers: per device that is 0.9 + 0.1 on one GPU, which the fit check must accept on the
+    # shipped RayCluster; the 0.5 share the README warns about must be refused.
+    text = " ".join(README.read_text().split())
+    shares = shlex.split(re.search(r"instead, add `(--set ray\.convert_num_gpus=[^`]+)`", text).group(1))
+    assert "ray.embed_num_gpus=0.1" in shares
+    (cluster,) = [d for _, d in RAY_DOCS if d["kind"] == "RayCluster"]
+    for words in [w for w in README_CMDS if w[:3] == ["ray", "job", "submit"]]:
+        entry = words[words.index("--") + 1:]
+        cfg, _ = _ingest_args(shlex.join(entry + shares))
+        assert cfg.ray.convert_actors == 8 and cfg.embed.device == "cuda"
+        assert _placement_problems(cfg, cluster["spec"]) == [], entry
+        cfg, _ = _ingest_args(shlex.join(entry + shares + ["--set", "ray.embed_num_gpus=0.5"]))
+        [problem] = _placement_problems(cfg, cluster["spec"])
+        assert "embed stage cannot be placed" in problem and "must fit on one GPU" in problem

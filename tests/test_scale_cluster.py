@@ -120,13 +120,14 @@ class SlowSimulatedStage(ConvertStage):
 
 
 class RecordingPlanStage(PlanStage):
-    """The planning stage, noting when each segment reaches it (the first stage after conversion)."""
+    """The planning stage, noting when each segment reaches it (the first stage after conversion). Per segment, not
+    per call: a call takes a bundle of converted segments (ray.post_convert_batch)."""
 
-    async def __call__(self, batch):  # noqa: ANN001, ANN204
+    async def _one(self, row):  # noqa: ANN001, ANN202
         marks = Path(self.store.root) / "markers"
         marks.mkdir(exist_ok=True)
-        (marks / f"plan-{time.time_ns()}.recv").write_text(str(time.time()))
-        return await super().__call__(batch)
+        (marks / f"plan-{row.job.doc_id}-{row.job.segment_index}-{time.time_ns()}.recv").write_text(str(time.time()))
+        return await super()._one(row)
 
 
 def _cfg(milvus_uri: str, collection: str, *extra: str):

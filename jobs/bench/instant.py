@@ -115,7 +115,12 @@ class InstantEmbedStage(EmbedStage):
         from chunker.index.embed import Embedder
 
         self.dim = Embedder.dimension(cfg.embed)
-        self.embedder = self  # EmbedStage calls self.embedder.encode(texts)
+        self.embedder = self  # EmbedStage calls self.embedder.encode_chunks(chunks)
+
+    def encode_chunks(self, chunks: list[Any]) -> np.ndarray:
+        # What EmbedStage asks of the embedder since chunks carry their document's identity; the text alone is
+        # hashed (the identity prefix would only change which random vector a chunk gets).
+        return self.encode([c.text for c in chunks])
 
     def encode(self, texts: list[str]) -> np.ndarray:
         return hash_vectors(texts, self.dim)
