@@ -99,15 +99,15 @@ def test_every_element_exactly_once_in_order(els, target):
 def test_a_small_section_joins_the_chunk_before_it_and_keeps_its_heading():
     body = "Revenue grew in every region, led by services; the details follow in the notes. " * 2
     md = f"# Report\n\n## Results\n\n{body}\n\n## In Millions\n\nThe lease term is 7 years.\n\n## Outlook\n\n{body}"
-    els, chunks = _chunks(md)
+    on = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=True)
+    els, chunks = _chunks(md, on)
     joined = [c for c in chunks if "The lease term is 7 years." in c.text]
     # The caption read as a heading and its one line are not a chunk of their own: they follow the section before,
     # under that section's breadcrumb, with the caption kept in the body.
     assert len(joined) == 1 and joined[0].breadcrumb == "Report > Results"
     assert "In Millions\nThe lease term is 7 years." in joined[0].text and body.strip() in joined[0].text
     assert [c.breadcrumb for c in chunks] == ["Report > Results", "Report > Outlook"]
-    off = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=False)
-    _, apart = _chunks(md, off)
+    _, apart = _chunks(md)  # off by default
     assert [c.breadcrumb for c in apart] == ["Report > Results", "Report > In Millions", "Report > Outlook"]
 
 
@@ -118,10 +118,11 @@ def test_small_sections_never_join_a_figure_a_table_an_faq_pair_or_a_page_far_ba
         "table": "# D\n\n| A | B |\n| --- | --- |\n| a1 | b1 |\n\n" + tiny,
         "faq": "# D\n\n**Can I return it?**\n\nYes, within 30 days of delivery.\n\n" + tiny,
     }
+    on = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=True)
     for name, md in cases.items():
-        _, chunks = _chunks(md)
+        _, chunks = _chunks(md, on)
         assert chunks[-1].breadcrumb == "D > Note" and chunks[-1].text.endswith("One short line."), name
     far = parse_markdown("d", [("# D\n\nA paragraph on the first page, long enough to stand alone.", 1),
                                (tiny, 3)])
-    chunks = build_chunks(far, plan(far, CFG), CFG, "h")
+    chunks = build_chunks(far, plan(far, on), on, "h")
     assert [c.breadcrumb for c in chunks] == ["D", "D > Note"]
