@@ -15,7 +15,8 @@ import pytest
 from chunker.contract import parse_batches
 from chunker.types import SegmentJob
 from jobs.bench.corpus import blank_corpus, blank_pdf
-from jobs.bench.dryrun import ceiling_fit, figures
+from jobs.bench.cpu import THREAD_KINDS, ThreadSampler
+from jobs.bench.dryrun import REPORTED_KINDS, ceiling_fit, figures
 from jobs.bench.dryrun_run import area_of
 from jobs.bench.instant import InstantConverter, hash_vectors
 
@@ -89,6 +90,34 @@ def test_figures_follow_from_the_measurements() -> None:
     assert f["pages_per_s"] == 90.0 and f["commits_threaded"]
 
 
+def test_a_window_between_two_readings_still_reports_every_thread_kind() -> None:
+    # Readings a second apart; the writer's thread lived only between them, so it was never read.
+    threads = ThreadSampler(interval_s=1.0)
+    threads.samples = [(0.0, {"MainThread": 1.0, "StreamingExecutor-1": 0.5}),
+                       (1.0, {"MainThread": 2.0, "StreamingExecutor-1": 0.7})]
+    w = threads.between(0.4, 0.41)
+    assert set(w) == set(THREAD_KINDS) and w["writer threads"] == 0.0 and w["other"] == 0.0
+    assert w["driver thread"] == 0.01 and w["ray data"] == 0.002
+    assert set(threads.between(0.4, 0.41, by_name=True)) == {"MainThread", "StreamingExecutor-1"}
+
+
+def test_a_window_too_short_to_sample_keeps_every_figure_and_says_so() -> None:
+    raw = _raw(wall=0.004, kinds={"driver thread": 0.002, "ray data": 0.001})  # no writer or other thread read
+    raw["driver_threads_sampling_s"] = 1.0
+    win = raw["summary"]["timing"]["driver_cpu_window"]
+    win["process_cpu_s"], win["thread_cpu_s"] = 0.0045, 0.003
+    f = figures(raw, [10] * 100, 64, plan_actors=2)
+    assert set(f["driver_cpu_ms_per_doc_by_thread"]) == set(REPORTED_KINDS)
+    assert f["driver_cpu_ms_per_doc_by_thread"]["writer threads"] == 0.0
+    assert not f["driver_threads_measured"] and "too short to measure" in f["driver_threads_note"]
+    # The totals come from the process's clock read at the window's ends, not from the interpolated split.
+    assert f["driver_cpu_ms_per_segment"] == 0.05 and f["driver_cpu_share"] == round(0.0045 / 0.004, 4)
+    # Three periods or more: measured by thread, no note; a raw file of an earlier run lacking kinds gets them all.
+    f = figures(_raw(wall=3.0, kinds={"ray data": 1.0}), [10] * 100, 64, plan_actors=2)
+    assert f["driver_threads_measured"] and "driver_threads_note" not in f
+    assert set(f["driver_cpu_ms_per_doc_by_thread"]) == set(REPORTED_KINDS)
+
+
 def test_the_fit_finds_base_and_cost_per_page() -> None:
     runs = []
     for rate in (10.0, 40.0, 80.0):
@@ -121,7 +150,9 @@ def test_the_tiny_dry_run_reports_every_figure(tmp_path: Path) -> None:
         assert r["failed_documents"] == 0 and r["documents"] == r["segments"] > 0
         assert r["collection_rows"] == r["chunks"] > r["pages"] > 0, "every chunk loaded, about 3 a page"
         assert r["driver_cpu_ms_per_doc"] > 0 and r["driver_cpu_ms_per_segment"] > 0
-        assert {"driver thread", "ray data", "writer threads"} <= set(r["driver_cpu_ms_per_doc_by_thread"])
+        # Every thread kind, however short the window (0.0 for a kind never read in it; the note says so).
+        assert set(r["driver_cpu_ms_per_doc_by_thread"]) == set(REPORTED_KINDS), (label, r)
+        assert r["driver_threads_measured"] or "too short to measure" in r["driver_threads_note"]
         assert {"decode", "assemble", "load", "ledger", "iterate"} <= set(r["driver_cpu_ms_per_doc_by_step"])
         assert r["writer_wall_ms_per_doc"]["load"] > 0 and r["writer_wall_ms_per_doc"]["ledger"] > 0
         assert r["milvus_rows_per_s"] > 0 and r["plan_cpu_ms_per_segment"] > 0
@@ -140,4 +171,5 @@ def test_the_tiny_dry_run_reports_every_figure(tmp_path: Path) -> None:
     for section in ("Through the pipeline", "The driver", "Object store, Milvus, plan stage", "Ceilings",
                     "fitted", "documents in flight"):
         assert section in md
+    assert all(r["driver_threads_note"] in md for r in runs.values() if not r["driver_threads_measured"])
     assert (out / "dryrun_ceiling.png").stat().st_size > 1000

@@ -167,8 +167,15 @@ class CpuSampler:
                 "sampler_cpu_s": round(self.own_cpu_s, 3)}
 
 
+# Every kind thread_kind answers. A window reports each of them, 0.0 when none of its threads was read inside it:
+# a short window (or one on a loaded machine, where the sampler's thread runs late) may fall between two readings
+# of a thread that lives only while documents are written, and a figure must not vanish because of that.
+THREAD_KINDS = ("driver thread", "writer threads", "ray data", "benchmark", "other")
+
+
 def thread_kind(name: str) -> str:
-    """The part of a driver process a thread belongs to, by its name (Python's, else the kernel's comm)."""
+    """The part of a driver process a thread belongs to, by its name (Python's, else the kernel's comm); one of
+    :data:`THREAD_KINDS`."""
     if name == "MainThread":
         return "driver thread"
     if name.startswith(("writer-", "ledger")):
@@ -233,9 +240,10 @@ class ThreadSampler:
 
     def between(self, t0: float, t1: float, by_name: bool = False) -> dict[str, float]:
         """CPU seconds by thread kind (or name) between perf_counter times ``t0`` and ``t1`` (interpolated between
-        samples)."""
+        samples). By kind, every one of :data:`THREAD_KINDS` is there, 0.0 where no thread of it was read. A window
+        of a few ``interval_s`` or less is interpolated from readings taken mostly outside it."""
         a, b = self._at(t0), self._at(t1)
-        out: dict[str, float] = {}
+        out: dict[str, float] = {} if by_name else dict.fromkeys(THREAD_KINDS, 0.0)
         for name in set(a) | set(b):
             key = name if by_name else thread_kind(name)
             out[key] = out.get(key, 0.0) + max(0.0, b.get(name, 0.0) - a.get(name, 0.0))

@@ -51,6 +51,12 @@ SIZES: dict[str, dict[str, Any]] = {
                  sweep_storage="local"),
 }
 PYTHON_KINDS = ("driver thread", "ray data", "writer threads")  # thread kinds of jobs.bench.cpu.thread_kind
+# The thread kinds each run reports (jobs.bench.cpu.THREAD_KINDS less the benchmark's own samplers), every one of
+# them in every run, 0.0 where none of its threads was read in the window.
+REPORTED_KINDS = ("driver thread", "ray data", "writer threads", "other")
+# A window shorter than this many of the thread sampler's periods is split by thread from readings taken mostly
+# outside it: reported, but said to be too short to measure.
+MIN_SAMPLING_PERIODS = 3
 INTAKE_SLOTS = 6  # intake tasks a local runtime can run beside the actors: they wait on the store, not on a CPU
 
 
@@ -94,7 +100,12 @@ def figures(raw: dict[str, Any], counts: list[int], segment_pages: int, plan_act
     The driver's CPU is read between the first segment's arrival and the last (the window): Ray Data starting its
     actors costs the driver CPU once per run, not per document. It is the process's CPU by thread kind (the driver
     thread, the writer's threads, Ray Data's, the rest), the benchmark's own samplers left out. Per document means
-    per page in the window times the corpus's pages per document; per segment, over the segments in the window."""
+    per page in the window times the corpus's pages per document; per segment, over the segments in the window.
+
+    A window shorter than ``MIN_SAMPLING_PERIODS`` of the thread sampler's period (the tiny run's lasts milliseconds)
+    cannot be split by thread: the driver's total and its driver thread then come from the process's and the thread's
+    own CPU clocks read at the window's ends (RunTiming), every kind is still reported (interpolated, 0.0 where
+    nothing was read) and ``driver_threads_note`` says the split was too short to measure."""
     s = raw["summary"]
     t = s["timing"]
     docs, pages, chunks = s["documents"], s["pages"], s["chunks"]
@@ -105,8 +116,11 @@ def figures(raw: dict[str, Any], counts: list[int], segment_pages: int, plan_act
     threaded = "commit_wait" in wall  # commits in a thread of their own (else in the driver thread)
     in_thread = ("decode", "assemble") if threaded else ("decode", "assemble", "load", "delete_stale", "ledger")
     win = t.get("driver_cpu_window") or {}
-    kinds = {k: v for k, v in (raw.get("driver_threads_window_cpu_s") or {}).items() if k != "benchmark"}
-    window_cpu = sum(kinds.values()) if kinds else win.get("process_cpu_s", 0.0)
+    sampled = {k: v for k, v in (raw.get("driver_threads_window_cpu_s") or {}).items() if k != "benchmark"}
+    kinds = {**dict.fromkeys(REPORTED_KINDS, 0.0), **sampled}  # raw files of earlier runs may lack a kind
+    period = raw.get("driver_threads_sampling_s", 1.0)  # ThreadSampler's default, for raw files written before
+    measured = bool(sampled) and win.get("wall_s", 0.0) >= MIN_SAMPLING_PERIODS * period
+    window_cpu = sum(kinds.values()) if measured else win.get("process_cpu_s", 0.0)
     wpages, wsegs = win.get("pages", 0), win.get("segments", 0)
     pages_per_doc = pages / docs if docs else 0.0
     per_page = window_cpu / wpages if wpages else 0.0  # driver CPU seconds per page while rows flow
@@ -116,7 +130,7 @@ def figures(raw: dict[str, Any], counts: list[int], segment_pages: int, plan_act
 
     steps = {k: _ms(cpu.get(k, 0.0), docs) for k in ("decode", "assemble", "load", "delete_stale", "ledger",
                                                        "status")}
-    driver_thread = kinds.get("driver thread", win.get("thread_cpu_s", 0.0))
+    driver_thread = kinds["driver thread"] if measured else win.get("thread_cpu_s", 0.0)
     out: dict[str, Any] = {
         "label": raw["label"], "storage": raw["storage"], "runtime": raw["runtime"],
         "documents": docs, "segments": segs, "pages": pages, "chunks": chunks, "failed_documents": s["failed"],
@@ -129,6 +143,7 @@ def figures(raw: dict[str, Any], counts: list[int], segment_pages: int, plan_act
         "driver_cpu_ms_per_segment": _ms(window_cpu, wsegs),
         "driver_cpu_ms_per_page": round(1000 * per_page, 3),
         "driver_cpu_ms_per_doc_by_thread": {k: per_doc(v) for k, v in sorted(kinds.items())},
+        "driver_threads_measured": measured,
         # core-seconds per second while rows flowed: what the fit across rates (ceiling_fit) is made of
         "driver_cpu_share": round(window_cpu / win["wall_s"], 4) if win.get("wall_s") else None,
         "driver_cpu_share_by_thread": {k: round(v / win["wall_s"], 4) for k, v in sorted(kinds.items())}
@@ -143,6 +158,10 @@ def figures(raw: dict[str, Any], counts: list[int], segment_pages: int, plan_act
         "milvus_rows_per_s": _per_s(chunks, wall.get("load", 0.0)),
         "milvus_server_cpu_ms_per_row": _ms(raw.get("milvus_server_cpu_s", 0.0), chunks),
     }
+    if not measured:
+        out["driver_threads_note"] = (
+            f"window {win.get('wall_s', 0.0)} s, shorter than {MIN_SAMPLING_PERIODS} sampling periods of {period} s: "
+            "too short to measure by thread (split interpolated; totals from the process's CPU clock)")
     if "requests" in raw:
         r = raw["requests"]
         out["requests_per_doc"] = round(r["total"] / docs, 2) if docs else 0.0

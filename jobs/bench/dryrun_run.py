@@ -173,6 +173,7 @@ def dryrun_step(cfg: dict[str, Any], corpus: str, workdir: str, storage: str, ru
             out["driver_threads_window_cpu_s"] = threads.between(t0 + t["first_segment_s"], t0 + t["last_segment_s"])
             out["driver_threads_window_cpu_s_by_name"] = threads.between(t0 + t["first_segment_s"],
                                                                          t0 + t["last_segment_s"], by_name=True)
+            out["driver_threads_sampling_s"] = threads.interval_s  # what the window's length is judged against
         out["wall_s"] = round(time.perf_counter() - t0, 2)
         out["load_avg_after"] = [round(x, 2) for x in os.getloadavg()]
         out["milvus_server_cpu_s"] = round(proc_cpu_s(milvus.pid) - milvus_cpu0, 2)
