@@ -155,9 +155,9 @@ class ConverterConfig(_Section):
 
 class PlannerConfig(_Section):
     kind: Literal["deterministic", "llm"] = Field("deterministic", description="Chunk planner.")
-    target_chars: int = Field(800, ge=50, description="Chunk size the planner aims at (characters of element text).")
+    target_chars: int = Field(1100, ge=50, description="Chunk size the planner aims at (characters of element text).")
     min_chars: int = Field(200, ge=0, description="Chunks below this merge with a neighbour under the same heading.")
-    max_chars: int = Field(1600, ge=100, description="Hard cap; only a single oversized element may exceed it.")
+    max_chars: int = Field(2000, ge=100, description="Hard cap; only a single oversized element may exceed it.")
     join_small_sections: bool = Field(
         False, description="A whole section smaller than min_chars (a heading and a line or two) joins the chunk "
         "before it when both are text, or both rows of tables, on the same or the next page, and the two fit in "
