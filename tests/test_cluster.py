@@ -17,10 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-REPO = Path(__file__).resolve().parents[1]
-# The repository's venv (make install), else the interpreter running the tests (a worktree sharing a venv).
-VENV_BIN = REPO / ".venv" / "bin" if (REPO / ".venv" / "bin" / "ray").exists() else Path(sys.executable).parent
+from autoscaling_cluster import REPO, VENV_BIN, stop_processes_naming  # tests/ is on sys.path under pytest
 
 
 def test_cluster_files_parse():
@@ -102,33 +99,7 @@ def cluster() -> Iterator[dict[str, str]]:
     finally:
         # Always, even when start or a test failed half way. Only this cluster's processes (found by its temp
         # dir), never a blanket `ray stop --force`, which would also end other Ray runtimes on the machine.
-        _stop_cluster(temp)
-
-
-def _stop_cluster(temp: str) -> None:
-    import signal
-
-    def pids() -> list[int]:
-        found = []
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit() or int(proc.name) == os.getpid():
-                continue
-            try:
-                if temp.encode() in (proc / "cmdline").read_bytes():
-                    found.append(int(proc.name))
-            except OSError:
-                continue
-        return found
-
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        for pid in pids():
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                pass
-        deadline = time.time() + 10
-        while pids() and time.time() < deadline:
-            time.sleep(0.2)
+        stop_processes_naming(temp)
 
 
 def _submit(env: dict[str, str], sid: str, args: list[str], wait: bool = True) -> subprocess.CompletedProcess:
