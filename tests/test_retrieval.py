@@ -318,7 +318,7 @@ class Spy:
 
 def reference(cfg: Config, store: ChunkStore, embedder: Embedder, question: str, threshold: float) -> list[dict]:
     """The candidates as the path before the fetch plan made them: both legs with every field, fused, demoted."""
-    from chunker.index.retrieval import demote_duplicates, fuse_adaptive
+    from chunker.index.fusion import demote_duplicates, fuse_adaptive
 
     vec = embedder.encode([question])
     dense = store.search_batch(vec, [question], mode="dense", limit=cfg.retrieval.candidates)[0]
@@ -381,7 +381,7 @@ def test_one_store_call_for_the_fusions_inside_milvus(cfg: Config, store: ChunkS
 
 # -- adaptive fusion and near-duplicates: pure functions ------------------------------------------------------------
 def test_leg_weight_is_the_legs_own_spread() -> None:
-    from chunker.index.retrieval import leg_weight
+    from chunker.index.fusion import leg_weight
 
     assert leg_weight([12.0, 6.0, 1.0]) == 1.0  # spread well past FLAT_SPREAD
     assert leg_weight([0.60, 0.59, 0.57]) == pytest.approx((0.03 / 0.60) / 0.1)  # near-flat: little say
@@ -389,7 +389,7 @@ def test_leg_weight_is_the_legs_own_spread() -> None:
 
 
 def test_adaptive_fusion_lets_the_separating_leg_decide_a_near_tie() -> None:
-    from chunker.index.retrieval import fuse_adaptive
+    from chunker.index.fusion import fuse_adaptive
 
     def leg(*pairs: tuple[str, float]) -> list[dict]:
         return [row(cid, sc) for cid, sc in pairs]
@@ -408,7 +408,7 @@ def test_adaptive_fusion_lets_the_separating_leg_decide_a_near_tie() -> None:
 
 
 def test_near_duplicates_move_below_distinct_hits() -> None:
-    from chunker.index.retrieval import demote_duplicates
+    from chunker.index.fusion import demote_duplicates
 
     spec = "Parameter: Maximum head; Value: 46 m.\nParameter: Motor power; Value: 4.0 kW."
     rows = [row("sheet", 3.0, text=f"HX-200 Sheet > Performance\n\n{spec}"),
@@ -419,7 +419,7 @@ def test_near_duplicates_move_below_distinct_hits() -> None:
 
 
 def test_same_wording_with_other_figures_is_another_fact_not_a_duplicate() -> None:
-    from chunker.index.retrieval import demote_duplicates
+    from chunker.index.fusion import demote_duplicates
 
     # Two quarters of one company's statement: the same words, other figures. Both are answers to some question.
     q2 = "Statements of Operations\n\nTotal net sales | Three Months Ended April 1, 2023: 94,836; 97,278"
@@ -432,7 +432,7 @@ def test_same_wording_with_other_figures_is_another_fact_not_a_duplicate() -> No
 
 
 def test_bm25_counts_half_outside_the_documents_dense_found() -> None:
-    from chunker.index.retrieval import fuse_adaptive
+    from chunker.index.fusion import fuse_adaptive
 
     def hit(cid: str, doc: str, score: float) -> dict:
         return dict(row(cid, score), doc_id=doc)

@@ -22,7 +22,7 @@ import numpy as np
 from chunker.config import Config
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
-from chunker.index.fusion import FLAT_SPREAD, OUTSIDE_DENSE, demote_duplicates, fuse_adaptive, leg_weight  # noqa: F401
+from chunker.index.fusion import demote_duplicates, fuse_adaptive
 from chunker.index.rerank import CrossEncoderReranker, Reranker, RerankerUnavailable  # noqa: F401 - their home before
 from chunker.index.result_cache import ResultCache, normalise_question
 from chunker.index.store import ChunkStore
