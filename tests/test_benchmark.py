@@ -119,7 +119,7 @@ def test_benchmark_tiny_report_shape(tmp_path: Path) -> None:
     for r in rep["doc_length"]:  # probes among background documents: the run holds more than the probes
         assert r["pages"] > r["length"] * r["probe_docs"] and r["work_s_per_page"] > 0 and r["latency_s"] > 0
     assert rep["long_doc"]["long"]["segments"] > 1 and rep["long_doc"]["ratio"] > 0
-    assert set(rep["stages"]["ms_per_page"]) == {"render", "encode", "convert_pdf_text", "parse", "plan"}
+    assert set(rep["stages"]["ms_per_page"]) == {"intake", "render", "encode", "convert_pdf_text", "parse", "plan"}
     for name in ("throughput_vs_actors.png", "per_page_vs_length.png", "stage_cost.png"):
         assert (out / name).stat().st_size > 1000
     md = (out / "report.md").read_text()
