@@ -65,16 +65,20 @@ def document_identity(pdf_path: str, num_pages: int, password: str | None = None
             for n in _sample(num_pages):
                 try:
                     page = doc[n - 1]
+                    tp = None
                     try:
+                        tp = page.get_textpage()  # one text extraction per page, shared by the reads below
                         if first is None and n <= 3:
-                            read = read_page(page, n)
+                            read = read_page(page, n, styles=False, textpage=tp)
                             if read.lines:
                                 first = read
                                 front.append(" ".join(ln.text for ln in sorted(read.lines, key=lambda ln: ln.y0)))
                         elif n <= 3:
-                            front.append(_plain(page))
-                        bands.append(_band_lines(page))
+                            front.append(" ".join(tp.get_text_range().split()))
+                        bands.append(_band_lines(page, tp))
                     finally:
+                        if tp is not None:
+                            tp.close()
                         page.close()
                 except Exception:  # noqa: BLE001 - one bad page leaves the others
                     continue
@@ -83,23 +87,11 @@ def document_identity(pdf_path: str, num_pages: int, password: str | None = None
     return compose(first, front, bands, title)
 
 
-def _plain(page: "pdfium.PdfPage") -> str:
-    tp = page.get_textpage()
-    try:
-        return " ".join(tp.get_text_range().split())
-    finally:
-        tp.close()
-
-
-def _band_lines(page: "pdfium.PdfPage") -> list[str]:
+def _band_lines(page: "pdfium.PdfPage", tp: "pdfium.PdfTextPage") -> list[str]:
     """Text lines in the page's top and bottom bands (PDF coordinates: the origin is at the bottom)."""
     width, height = page.get_size()
-    tp = page.get_textpage()
-    try:
-        top = tp.get_text_bounded(0, height * (1 - _BAND), width, height)
-        bottom = tp.get_text_bounded(0, 0, width, height * _BAND)
-    finally:
-        tp.close()
+    top = tp.get_text_bounded(0, height * (1 - _BAND), width, height)
+    bottom = tp.get_text_bounded(0, 0, width, height * _BAND)
     return [ln.strip() for ln in (top + "\n" + bottom).splitlines() if ln.strip()]
 
 

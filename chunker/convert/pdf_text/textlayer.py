@@ -205,10 +205,18 @@ def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: 
     line.mono = vis > 0 and monoc * 2 > vis
 
 
-def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
-    """Lines of one page in the text layer's reading order."""
+_NO_STYLE = FontStyle(False, False, False)
+
+
+def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
+              textpage: pdfium.PdfTextPage | None = None) -> PageText:
+    """Lines of one page in the text layer's reading order. ``styles=False`` leaves bold, italic and mono unread
+    (all False): the font lookups are about a third of the read, and a caller that needs only text, places and
+    sizes (the document identity's title block) need not pay them. ``textpage``: the page's text page when the
+    caller has one (building it is pdfium's whole text extraction); the caller closes it."""
     width, height = page.get_size()
-    textpage = page.get_textpage()
+    own = textpage is None
+    textpage = page.get_textpage() if textpage is None else textpage
     try:
         tp = textpage.raw
         n = pdfium_c.FPDFText_CountChars(tp)
@@ -274,7 +282,7 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
                     cur.xs1.append(x0)
                     cur.bolds.append(cur.bolds[-1])
             cur.soft_end = False
-            st = fonts.style(tp, i)
+            st = fonts.style(tp, i) if styles else _NO_STYLE
             cur.chars.append(ch)
             cur.xs0.append(x0)
             cur.xs1.append(x1)
@@ -292,7 +300,8 @@ def read_page(page: pdfium.PdfPage, page_no: int) -> PageText:
             visible += 1
         flush()
     finally:
-        textpage.close()
+        if own:
+            textpage.close()
     for ln in lines:
         if ln.y1 < ln.y0:  # characters without boxes: keep the line, give it a harmless place
             ln.y0 = ln.y1 = 0.0
