@@ -49,6 +49,29 @@ def test_tables_and_figures_get_their_modality():
             assert len(c.text) <= CFG.max_chars + 50
 
 
+def test_a_table_caption_opens_the_tables_first_chunk():
+    rows = "".join(f"| row {i} | {i * 100} |\n" for i in range(40))
+    md = ("# Leases\n\nWe lease offices and stores under operating leases with terms of up to twenty years and "
+          "renew most of them.\n\nComponents of lease cost were as follows:\n\n| Item | Amount |\n| --- | --- |\n"
+          + rows + "\nAfter the table comes prose again.")
+    cfg = CFG.model_copy(update={"table_captions": True})
+    els, chunks = _chunks(md, cfg)
+    with_caption = [c for c in chunks if "Components of lease cost" in c.text]
+    assert len(with_caption) == 1
+    first = with_caption[0]
+    assert first.modality == "table" and "Item: row 0" in first.text, "the caption opens the table's first chunk"
+    assert "We lease offices" not in first.text, "only the caption moves, not the prose before it"
+    assert "Components of lease cost" not in chunks[chunks.index(first) + 1].text, "later table chunks do not repeat it"
+    # Every element still placed once, in order (verify_coverage ran inside plan()).
+    assert [i for c in chunks for i in c.element_ids] == [e.element_id for e in els]
+    # A paragraph that does not introduce (no colon) stays with the prose.
+    _, plain = _chunks(md.replace("were as follows:", "are shown below."), cfg)
+    assert all(c.modality != "table" or "are shown below." not in c.text for c in plain)
+    # Off (the default): the caption ends the prose chunk, the table's chunks hold rows only.
+    _, off = _chunks(md)
+    assert all("Components of lease cost" not in c.text for c in off if c.modality == "table")
+
+
 def test_chunk_ids_are_deterministic():
     md = "# A\n\ntext one\n\n## B\n\ntext two"
     _, c1 = _chunks(md)

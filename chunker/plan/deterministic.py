@@ -8,7 +8,9 @@ text from the verbatim elements, prefixed with the heading breadcrumb. Boundarie
 * a paragraph that introduces a list (ends with ":") joins that list;
 * a question (a paragraph or bold line ending with "?") and its answer are one unit, and a question always starts a
   new chunk, so FAQ pairs are split apart and never cut;
-* table rows are single units that pack only with rows of the same table (modality ``table``);
+* table rows are single units that pack only with rows of the same table (modality ``table``); the table's caption
+  (a short paragraph right before its first row that introduces it, ending with ":") opens the table's first chunk
+  when ``planner.table_captions`` is on;
 * a figure is a chunk of its own (modality ``figure``) so visual questions can boost it;
 * a heading never ends up alone: it is placed in the first chunk of its section (or the next one when the section is
   empty); its text lives in the breadcrumb of every chunk below it.
@@ -60,6 +62,14 @@ _QUESTION = re.compile(r"^(\*\*|__)?(Q(uestion)?\s*[:.]\s*)?.{3,300}\?(\*\*|__)?
 
 def is_question(e: Element) -> bool:
     return e.kind == "paragraph" and bool(_QUESTION.match(e.text.strip())) and len(e.text) <= 300
+
+
+CAPTION_MAX_CHARS = 400
+
+
+def is_caption(e: Element) -> bool:
+    """A short paragraph that introduces what follows ("The following table summarizes our lease cost:")."""
+    return e.kind == "paragraph" and len(e.text) <= CAPTION_MAX_CHARS and e.text.rstrip().endswith(":")
 
 
 def _continues_list(prev: Element, e: Element) -> bool:
@@ -126,6 +136,17 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
             or (u.kind == "table") != (cur[-1].kind == "table")
             or (u.kind == "table" and u.group != cur[-1].group)
         )
+        if cfg.table_captions and kind_break and u.kind == "table" and cur[-1].kind == "text" \
+                and len(cur[-1].elements) == 1 \
+                and is_caption(cur[-1].elements[0]):
+            # Why: the caption says what the table is ("Components of lease cost were as follows:"), words a
+            # question uses and the rows do not; left in the prose chunk before, it points at a chunk without
+            # the figures, and the table's chunk lacks them.
+            caption = cur.pop()
+            cur_size -= caption.size
+            flush()
+            cur, cur_size = [caption], caption.size
+            kind_break = False
         too_big = bool(cur) and cur_size + u.size > cfg.target_chars
         # A small chunk may still take the next unit rather than be left tiny, within the hard cap.
         if too_big and cur_size < cfg.min_chars and cur_size + u.size <= cfg.max_chars and not kind_break:
@@ -241,7 +262,10 @@ def chunk_id(doc_id: str, element_ids: list[str], source_uri: str = "") -> str:
 
 
 def _modality(els: list[Element]) -> Modality:
-    kinds = {e.kind for e in els if e.kind != "heading"}
+    content = [e for e in els if e.kind != "heading"]
+    if len(content) > 1 and is_caption(content[0]) and content[1].kind == "table_row":
+        content = content[1:]  # a table's caption does not make its chunk prose
+    kinds = {e.kind for e in content}
     if "figure" in kinds:
         return "figure"
     if kinds == {"table_row"}:
