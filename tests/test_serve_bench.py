@@ -64,9 +64,10 @@ def test_tiny_run_reports_store_single_and_concurrent_latency(capsys: pytest.Cap
         assert d["duration_s"] <= ns.direct_duration + 5  # bounded (the last call may overrun the deadline)
         assert 0 < d["search_ms"]["p50"] <= d["retrieval_ms"]["p50"]
         assert d["embed_ms"]["p50"] > 0  # both modes embed the question
-        # The split of the search: one store call for dense; each leg and fusion for hybrid (on Milvus Lite the legs
-        # bring the fields: no fetch by key).
-        steps = {"dense", "duplicates"} if mode == "dense" else {"dense", "sparse", "legs", "fuse", "duplicates"}
+        # The split of the search: one store call for dense; the common words left out of the BM25 query, each
+        # leg and fusion for hybrid (on Milvus Lite the legs bring the fields: no fetch by key).
+        steps = {"dense", "duplicates"} if mode == "dense" else {"common_terms", "dense", "sparse", "legs", "fuse",
+                                                                 "duplicates"}
         assert set(d["split_ms_p50"]) == steps
         # A repeated question is answered by the result cache, far below a search.
         assert d["repeats_cached"] > 0 and d["repeat_ms"]["p50"] < d["search_ms"]["p50"]

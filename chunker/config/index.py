@@ -181,6 +181,11 @@ class RetrievalConfig(_Section):
         30.0, gt=0, description="Seconds a cached answer is served: how stale an answer may be after another "
         "process (an ingest job) writes into the collection, since only this process's own writes are seen at once."
     )
+    common_term_share: float = Field(
+        0.9, gt=0, le=1, description="Words found in at least this share of the collection's chunks (from a sample) "
+        "are left out of the BM25 query: their weight is next to nothing (idf <= 0.105 at 0.9) and their posting "
+        "lists are the BM25 search's biggest cost on Milvus Lite; 1 turns it off."
+    )
     concurrent_legs: bool = Field(
         True, description="Adaptive hybrid: send the dense and the BM25 search at the same time (two threads) "
         "instead of one after the other; a Milvus server runs them in parallel, Milvus Lite mostly in turn."

@@ -22,6 +22,7 @@ import numpy as np
 from chunker.config import Config
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
+from chunker.index.common_terms import CommonTerms
 from chunker.index.fusion import demote_duplicates, fuse_adaptive
 from chunker.index.rerank import CrossEncoderReranker, Reranker, RerankerUnavailable  # noqa: F401 - their home before
 from chunker.index.result_cache import ResultCache, normalise_question
@@ -131,6 +132,7 @@ class Retriever:
         rc = cfg.retrieval
         self._results: ResultCache[list[Hit]] = ResultCache(rc.result_cache_size, rc.result_cache_ttl_s)
         self._pool: ThreadPoolExecutor | None = None  # the BM25 leg's thread (concurrent_legs), made on first use
+        self._terms = CommonTerms(lambda n: self.store.sample_search_texts(n), rc.common_term_share)
 
     @property
     def embedder(self) -> Embedder:
@@ -270,6 +272,9 @@ class Retriever:
         rc = self.cfg.retrieval
         split = {} if split is None else split
         kw: dict[str, Any] = {"limit": limit, "filter_expr": expr, "filter_params": params}
+        if rc.mode != "dense":
+            with _timed(split, "common_terms"):
+                texts = self._terms.prune(texts, self._generation())
         if rc.mode != "hybrid" or rc.fusion != "adaptive":
             with _timed(split, rc.mode):
                 out = self.store.search_batch(vectors, texts, mode=rc.mode, fusion=rc.fusion, rrf_k=rc.rrf_k,
