@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 
 from chunker.config import Config
+from chunker.index.common_terms import CommonTerms
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
-from chunker.index.common_terms import CommonTerms
 from chunker.index.fusion import demote_duplicates, fuse_adaptive
 from chunker.index.rerank import CrossEncoderReranker, Reranker, RerankerUnavailable  # noqa: F401 - their home before
 from chunker.index.result_cache import ResultCache, normalise_question
