@@ -72,6 +72,33 @@ def test_a_table_caption_opens_the_tables_first_chunk():
     assert all("Components of lease cost" not in c.text for c in off if c.modality == "table")
 
 
+def test_a_tables_first_rows_continue_the_prose_that_introduces_it():
+    rows = "".join(f"| swap {i} | {i * 100} |\n" for i in range(40))
+    intro = "We use derivatives to manage rate exposure. The following table sets forth the notional amounts:"
+    md = f"# Derivatives\n\n{intro}\n\n| Instrument | Amount |\n| --- | --- |\n{rows}\nAfter the table, prose."
+    cfg = CFG.model_copy(update={"table_lead_in": "intro"})
+    els, chunks = _chunks(md, cfg)
+    first = next(c for c in chunks if "notional amounts:" in c.text)
+    assert "Instrument: swap 0" in first.text, "the rows after the intro continue its chunk"
+    # A short intro ending in ':' is the table's caption, so the chunk is still modality table.
+    assert first.modality == "table" and len(first.text) <= cfg.target_chars + 40
+    rest = chunks[chunks.index(first) + 1]
+    assert rest.modality == "table" and "notional amounts" not in rest.text, "later rows pack as table chunks"
+    assert [i for c in chunks for i in c.element_ids] == [e.element_id for e in els]
+    # "intro" needs the prose to end with ':'; "any" takes any prose of the section; "off" never.
+    plain = md.replace("notional amounts:", "notional amounts.")
+    _, c_intro = _chunks(plain, cfg)
+    assert all("Instrument:" not in c.text for c in c_intro if "notional amounts." in c.text)
+    _, c_any = _chunks(plain, CFG.model_copy(update={"table_lead_in": "any"}))
+    assert any("Instrument: swap 0" in c.text for c in c_any if "notional amounts." in c.text)
+    _, off = _chunks(md)
+    assert all("Instrument:" not in c.text for c in off if "notional amounts:" in c.text)
+    # A lead-in that leaves no room for a row (over target_chars) stays a chunk of its own.
+    long_intro = "Words that fill the room. " * 12 + "The following table sets forth the amounts:"
+    _, full = _chunks(md.replace(intro, long_intro), cfg)
+    assert all("Instrument:" not in c.text for c in full if "sets forth the amounts:" in c.text)
+
+
 def test_chunk_ids_are_deterministic():
     md = "# A\n\ntext one\n\n## B\n\ntext two"
     _, c1 = _chunks(md)
@@ -111,9 +138,10 @@ def element_seqs(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(element_seqs(), st.integers(50, 2000))
-def test_every_element_exactly_once_in_order(els, target):
-    cfg = PlannerConfig(target_chars=target, min_chars=min(200, target), max_chars=max(target, 100) * 2)
+@given(element_seqs(), st.integers(50, 2000), st.sampled_from(["off", "intro", "any"]), st.booleans())
+def test_every_element_exactly_once_in_order(els, target, lead_in, captions):
+    cfg = PlannerConfig(target_chars=target, min_chars=min(200, target), max_chars=max(target, 100) * 2,
+                        table_lead_in=lead_in, table_captions=captions)
     plans = plan(els, cfg)  # verify_coverage runs inside and would raise
     assert [i for p in plans for i in p.element_ids] == [e.element_id for e in els]
     assert all(p.element_ids for p in plans)

@@ -169,6 +169,11 @@ class PlannerConfig(_Section):
         "first row) opens the table's first chunk instead of ending the prose chunk before it. Off (the default: on "
         "financebench-dev it raised the dense leg and hybrid mrr@10 but cost hybrid page@5, QUALITY.md)."
     )
+    table_lead_in: Literal["off", "intro", "any"] = Field(
+        "off", description="Whether a table's first rows may continue the prose chunk right before them (same "
+        "section, within target_chars): 'intro' when that prose ends with a paragraph ending in ':' (\"The following "
+        "table sets forth ...:\"), 'any' for any prose, 'off' never (a table always starts its own chunk)."
+    )
     breadcrumb_levels: int = Field(3, ge=0, le=6, description="Heading levels kept in the breadcrumb prefix.")
     planning_budget_tokens: int = Field(6000, ge=200, description="Sections longer than this are split at headers (llm planner).")
     llm_output_tokens: int = Field(16384, ge=256, description="Output budget per section call (llm planner).")

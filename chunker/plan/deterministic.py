@@ -116,6 +116,15 @@ def _sections(elements: list[Element]) -> Iterator[tuple[list[Element], list[Ele
         yield heads, body
 
 
+def _leads_into(cur: list[Unit], u: Unit, cur_size: int, cfg: PlannerConfig) -> bool:
+    """Whether table row ``u`` may continue the prose chunk ``cur`` (``planner.table_lead_in``)."""
+    if cfg.table_lead_in == "off" or u.kind != "table" or not cur or cur[-1].kind != "text":
+        return False
+    if cur_size + u.size > cfg.target_chars:
+        return False
+    return cfg.table_lead_in == "any" or cur[-1].elements[-1].text.rstrip().endswith(":")
+
+
 def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
     """Greedy packing of one section's units up to the target size."""
     groups: list[list[Unit]] = []
@@ -146,6 +155,10 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
             cur_size -= caption.size
             flush()
             cur, cur_size = [caption], caption.size
+            kind_break = False
+        if kind_break and _leads_into(cur, u, cur_size, cfg):
+            # Why: the prose that introduces a table says what its figures are; in a chunk of its own it points at
+            # no figures, and the rows' chunk lacks its words. Rows after this chunk pack as table chunks.
             kind_break = False
         too_big = bool(cur) and cur_size + u.size > cfg.target_chars
         # A small chunk may still take the next unit rather than be left tiny, within the hard cap.
