@@ -53,7 +53,8 @@ def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     scores, dump = [], []
     for q in queries:
         res = retriever.search(q["question"], k=k)
-        hits = [RankedHit(h.source, h.text, h.page_start, h.page_end) for h in res.hits]
+        # Scored on what the reader gets: a short hit with its context (retrieval.context_below_chars).
+        hits = [RankedHit(h.source, h.reading_text, h.page_start, h.page_end) for h in res.hits]
         s = score_question(q["qid"], q["type"], hits, q["evidence"], q.get("answer", ""))
         scores.append(s)
         dump.append({**asdict(s), "top": [h.source for h in res.hits[:5]]})
@@ -71,7 +72,7 @@ def answer_level(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     from chunker.index.retrieval import Retriever
 
     retriever = Retriever(cfg, store=store, embedder=embedder)
-    items = [(q["qid"], q["question"], [h.text for h in retriever.search(q["question"], k=k).hits]) for q in queries]
+    items = [(q["qid"], q["question"], [h.reading_text for h in retriever.search(q["question"], k=k).hits]) for q in queries]
     answerer = OpenAIBackend(ModelConfig(name=answer_model, base_url=base_url))
     judge = OpenAIBackend(ModelConfig(name=judge_model, base_url=base_url))
     scores = asyncio.run(evaluate_answers(items, answerer, judge))

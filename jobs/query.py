@@ -37,7 +37,8 @@ def read_queries(path: str) -> Iterator[dict[str, str]]:
 
 def hit_json(hit: object) -> dict[str, object]:
     d = asdict(hit)  # type: ignore[call-overload]
-    keys = ("chunk_id", "score", "source", "doc_id", "page_start", "page_end", "breadcrumb", "text", "modality")
+    keys = ("chunk_id", "score", "source", "doc_id", "page_start", "page_end", "breadcrumb", "text", "modality",
+            "identity", "context")
     return {k: d[k] for k in keys if k in d}
 
 
@@ -46,7 +47,7 @@ def print_hits(question: str, result: object, out: TextIO) -> None:
     for hit in result.hits:  # type: ignore[attr-defined]
         pages = f"p.{hit.page_start}" + (f"-{hit.page_end}" if hit.page_end != hit.page_start else "")
         print(f"  {hit.rank}. [{hit.score:.3f}] {hit.source} {pages} | {hit.breadcrumb}", file=out)
-        body = hit.text.split("\n\n", 1)[-1].replace("\n", " ")
+        body = hit.reading_text.split("\n\n", 1)[-1].replace("\n", " ")  # type: ignore[attr-defined]
         print(f"     {body[:240]}{'...' if len(body) > 240 else ''}", file=out)
 
 

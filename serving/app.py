@@ -301,14 +301,16 @@ class QueryService:
                 return self._unavailable()
             logger.exception("query failed")
             return _error(500, "internal", "internal error while searching; see the service log")
-        timings = {key: float(result.timings_ms.get(key, 0.0)) for key in ("embed", "search", "rerank")}
+        timings = {key: float(result.timings_ms.get(key, 0.0)) for key in ("embed", "search", "rerank", "context")}
         timings["total"] = (time.perf_counter() - t0) * 1000.0
         timings["queue"] = max(0.0, (result.timings_ms.get("batch_started", t_enqueue) - t_enqueue) * 1000.0)
-        timings["wait"] = max(0.0, timings["total"] - timings["embed"] - timings["search"] - timings["rerank"])
+        timings["wait"] = max(0.0, timings["total"] - timings["embed"] - timings["search"] - timings["rerank"]
+                              - timings["context"])
         hits = [
             HitOut(
                 rank=h.rank, score=float(h.score), chunk_id=h.chunk_id, text=h.text, breadcrumb=h.breadcrumb,
                 source=h.source, doc_id=h.doc_id, page_start=h.page_start, page_end=h.page_end, modality=h.modality,
+                identity=h.identity, context=h.context,
             )
             for h in result.hits
         ]

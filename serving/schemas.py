@@ -63,12 +63,18 @@ class HitOut(BaseModel):
     page_start: int = Field(..., description="First page of the chunk (1-based).")
     page_end: int = Field(..., description="Last page of the chunk (1-based, inclusive).")
     modality: Literal["text", "table", "figure"]
+    identity: str = Field("", description="The document's identity line (title or issuer, kind, period).")
+    context: str = Field(
+        "", description="For a short hit: the chunks that follow it in its section, verbatim, in order (read it "
+        "after text); empty otherwise (retrieval.context_below_chars)."
+    )
 
 
 class Timings(BaseModel):
     embed: float = Field(0.0, description="Query embedding, ms.")
     search: float = Field(0.0, description="Milvus search (all legs), ms.")
     rerank: float = Field(0.0, description="Cross-encoder rerank and boosts, ms.")
+    context: float = Field(0.0, description="Looking up the followers of short hits (their context), ms.")
     total: float = Field(0.0, description="Whole request inside the replica, ms.")
     queue: float = Field(0.0, description="Waiting for a batch to start (the previous batch still running), ms.")
     wait: float = Field(

@@ -80,7 +80,7 @@ def test_every_mode_returns_hits_with_timings(cfg: Config, store: ChunkStore, em
     assert 1 <= len(res.hits) <= 3 and [h.rank for h in res.hits] == list(range(1, len(res.hits) + 1))
     assert res.hits[0].chunk_id == "c6" and res.hits[0].breadcrumb == "Manual > Install"
     assert res.hits[0].source == "manuals/install.pdf" and res.hits[0].page_start == 7
-    assert set(res.timings_ms) == {"embed", "search", "rerank"}
+    assert set(res.timings_ms) == {"embed", "search", "rerank", "context"}
     assert (res.timings_ms["embed"] > 0) == (mode != "sparse")
 
 
@@ -249,7 +249,8 @@ def test_search_many_matches_search_and_groups_by_filter(cfg: Config, store: Chu
         calls.append(list(texts))
         return search_batch(dense, texts, **kw)
 
-    r._store = type("Spy", (), {"search_batch": staticmethod(spy), "fetch": store.fetch})()  # type: ignore[assignment]
+    r._store = type("Spy", (), {"search_batch": staticmethod(spy), "fetch": store.fetch,  # type: ignore[assignment]
+                                "query_rows": store.query_rows})()
     batch = r.search_many(queries)
     r._store = store
     # One call per leg (dense, BM25) per filter group; the two unfiltered questions share their calls.
@@ -314,6 +315,9 @@ class Spy:
     def fetch(self, chunk_ids, fields=None):
         self.fetches.append(list(chunk_ids))
         return self.store.fetch(chunk_ids, fields)
+
+    def query_rows(self, expr, params, fields, limit):  # short hits' followers (chunker/index/context.py)
+        return self.store.query_rows(expr, params, fields, limit)
 
 
 def reference(cfg: Config, store: ChunkStore, embedder: Embedder, question: str, threshold: float) -> list[dict]:

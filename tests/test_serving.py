@@ -22,7 +22,8 @@ from milvus_lite_server import free_port  # tests/ is on sys.path under pytest
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
-HIT_FIELDS = {"rank", "score", "chunk_id", "text", "breadcrumb", "source", "doc_id", "page_start", "page_end", "modality"}
+HIT_FIELDS = {"rank", "score", "chunk_id", "text", "breadcrumb", "source", "doc_id", "page_start", "page_end", "modality",
+              "identity", "context"}
 
 CHUNKS: list[tuple[str, str, str, int, str]] = [
     # chunk_id, breadcrumb, text, page, modality
@@ -109,7 +110,7 @@ def test_good_query_returns_hits_with_all_fields(http: Any) -> None:
     assert r.status_code == 200, r.text
     body = r.json()
     assert body["mode"] in {"dense", "sparse", "hybrid"}
-    assert set(body["timings_ms"]) == {"embed", "search", "rerank", "queue", "wait", "total"}
+    assert set(body["timings_ms"]) == {"embed", "search", "rerank", "context", "queue", "wait", "total"}
     assert body["timings_ms"]["total"] > 0 and body["batch_size"] >= 1
     hits = body["hits"]
     assert 1 <= len(hits) <= 3
@@ -118,6 +119,7 @@ def test_good_query_returns_hits_with_all_fields(http: Any) -> None:
     top = hits[0]
     assert top["chunk_id"] == "c-pump"
     assert top["breadcrumb"] == "Manual > Maintenance > Pump"
+    assert top["context"] == "", "short, but the chunk after it opens another section: no context"
     assert (top["source"], top["doc_id"], top["page_start"], top["page_end"]) == ("manuals/pump.pdf", "docmanual01", 3, 3)
     assert "red button" in top["text"]
 

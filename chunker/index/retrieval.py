@@ -4,6 +4,7 @@ question -> embed (the ingest embedder) -> Milvus top-N per leg (dense / BM25) -
   -> near-duplicate chunks after the first moved down (see :func:`demote_duplicates`) ->
   visual question: boost figure chunks, no cross-encoder (it reads text only, figures are described briefly)
   otherwise: optional cross-encoder rerank on (question, breadcrumb + text) -> top k
+  -> a short hit gets the chunks that follow it in its section as its context (chunker/index/context.py)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 
 from chunker.config import Config
 from chunker.index.common_terms import CommonTerms
+from chunker.index.context import follow
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
 from chunker.index.fusion import demote_duplicates, fuse_adaptive
@@ -42,6 +44,14 @@ class Hit:
     page_end: int
     modality: str
     identity: str = ""  # the document's identity line (title/issuer, kind, period)
+    # A short hit's followers in its section, verbatim (chunker/index/context.py); "" when it has none.
+    context: str = ""
+    context_chunk_ids: list[str] = field(default_factory=list)
+
+    @property
+    def reading_text(self) -> str:
+        """What a reader gets: the chunk, then its context."""
+        return f"{self.text}\n\n{self.context}" if self.context else self.text
 
 
 @dataclass
@@ -57,7 +67,7 @@ class Query:
 @dataclass
 class SearchResult:
     hits: list[Hit]
-    timings_ms: dict[str, float] = field(default_factory=dict)  # embed, search, rerank
+    timings_ms: dict[str, float] = field(default_factory=dict)  # embed, search, rerank, context (short hits' followers)
     batch_size: int = 1  # questions embedded (and searched, per filter group) together with this one
     cached: bool = False  # answered from the result cache: no embedding, no store call
     # The search's own steps, ms, shared with its filter group: dense, sparse (each leg's store call), legs (both,
@@ -363,14 +373,20 @@ class Retriever:
             rows.sort(key=lambda r: r["score"], reverse=True)
             timings["rerank"] = (time.perf_counter() - t) * 1000
 
+        rows = rows[: q.k]
+        t = time.perf_counter()
+        context = follow(self.store, rows, rc.context_below_chars, rc.context_to_chars)
+        timings["context"] = (time.perf_counter() - t) * 1000
         hits = [
             Hit(
                 rank=i + 1, score=float(r["score"]), chunk_id=r["chunk_id"], text=r.get("text") or "",
                 breadcrumb=r.get("breadcrumb") or "", source=r.get("source") or "", doc_id=r.get("doc_id") or "",
                 page_start=int(r.get("page_start") or 0), page_end=int(r.get("page_end") or 0),
                 modality=r.get("modality") or "text", identity=r.get("identity") or "",
+                context=context[r["chunk_id"]].text if r["chunk_id"] in context else "",
+                context_chunk_ids=context[r["chunk_id"]].chunk_ids if r["chunk_id"] in context else [],
             )
-            for i, r in enumerate(rows[: q.k])
+            for i, r in enumerate(rows)
         ]
         return SearchResult(hits=hits, timings_ms=timings)
 

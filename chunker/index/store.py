@@ -486,6 +486,14 @@ class ChunkStore:
             out[row["chunk_id"]] = row
         return out
 
+    def query_rows(self, expr: str, params: dict[str, Any] | None, fields: list[str], limit: int) -> list[dict[str, Any]]:
+        """Rows matching a filter expression (at most ``limit``), with ``fields`` and ``chunk_id``; no order."""
+        wanted = list(dict.fromkeys(["chunk_id", *fields]))
+        with self._answering("query"):
+            res = self.client.query(self.collection, output_fields=wanted, limit=limit,
+                                    timeout=self.cfg.call_timeout_s, **self._filter(expr, params))
+        return [self._fields(entity, wanted) for entity in res]
+
     @staticmethod
     def _fields(entity: dict[str, Any], fields: list[str]) -> dict[str, Any]:
         row = {k: entity.get(k) for k in fields}

@@ -1,0 +1,87 @@
+"""Small-to-big reading: a short hit comes with the chunks that follow it in its section.
+
+Why: the planner keeps a table's intro line, a heading's first line or the last rows of a table before a page
+break as chunks of their own, and a short chunk that says exactly what a question asks ("The following table sets
+forth the notional amounts of our derivative instruments:") ranks well while holding none of the figures. On
+financebench-dev a quarter of the top-5 hits were under 300 characters. Merging such chunks into bigger ones at
+planning time cost page@5 every time it was tried (QUALITY.md: join_small_sections, table_captions, table_lead_in):
+the small chunk is the better search unit. So the chunks stay as planned and the reader gets more: the chunks that
+follow a short hit in the same document and section (the same breadcrumb, so never across a heading), verbatim and
+in order, until the two hold ``retrieval.context_to_chars``. The hit's rank, score, text and pages are its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+# Followers are looked for on the hit's last page and the next two: enough for a few chunks of a section, and a
+# bound on the rows one lookup reads.
+PAGES_AHEAD = 2
+FIELDS = ["doc_id", "breadcrumb", "text", "element_ids", "page_start", "page_end"]
+
+
+class RowQuery(Protocol):
+    def query_rows(self, expr: str, params: dict[str, Any] | None, fields: list[str],
+                   limit: int) -> list[dict[str, Any]]: ...
+
+
+@dataclass
+class Context:
+    text: str  # the followers' bodies (breadcrumb left out: it is the hit's own), joined by blank lines
+    chunk_ids: list[str]
+
+
+def ordinal(element_id: str) -> tuple[str, int] | None:
+    """("doc", 12) from an element ID "doc:12"; None for an ID of another form."""
+    doc, sep, n = str(element_id).rpartition(":")
+    return (doc, int(n)) if sep and n.isdigit() else None
+
+
+def body(row: dict[str, Any]) -> str:
+    """A chunk's text without its breadcrumb prefix (build_chunks writes "crumb\\n\\nbody")."""
+    text, crumb = row.get("text") or "", row.get("breadcrumb") or ""
+    prefix = f"{crumb}\n\n"
+    return text[len(prefix):] if crumb and text.startswith(prefix) else text
+
+
+def _wanted(row: dict[str, Any], below: int) -> bool:
+    ids = row.get("element_ids") or []
+    return bool(ids) and len(row.get("text") or "") < below and ordinal(ids[-1]) is not None
+
+
+def follow(store: RowQuery, rows: list[dict[str, Any]], below: int, to: int) -> dict[str, Context]:
+    """Context for each of ``rows`` (hits with their fields) shorter than ``below`` characters that has followers,
+    by chunk ID; one store query for all of them. Rows without element IDs or pages are left alone."""
+    short = [r for r in rows if below > 0 and _wanted(r, below)]
+    if not short:
+        return {}
+    clauses, params = [], {}
+    for i, r in enumerate(short):
+        params.update({f"d{i}": r.get("doc_id") or "", f"b{i}": r.get("breadcrumb") or ""})
+        clause = f"(doc_id == {{d{i}}} and breadcrumb == {{b{i}}}"
+        last = int(r.get("page_end") or 0)
+        if last > 0:
+            params.update({f"p{i}": last, f"q{i}": last + PAGES_AHEAD})
+            clause += f" and page_start >= {{p{i}}} and page_start <= {{q{i}}}"
+        clauses.append(clause + ")")
+    found = store.query_rows(" or ".join(clauses), params, FIELDS, limit=200 * len(short))
+    by_first: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for f in found:
+        first = ordinal((f.get("element_ids") or [""])[0])
+        if first is not None:
+            by_first[(f.get("breadcrumb") or "", *first)] = f
+    out: dict[str, Context] = {}
+    for r in short:
+        doc, n = ordinal(r["element_ids"][-1])  # type: ignore[misc]
+        size, parts, ids = len(r.get("text") or ""), [], []
+        nxt = by_first.get((r.get("breadcrumb") or "", doc, n + 1))
+        while nxt is not None and size < to:
+            parts.append(body(nxt))
+            ids.append(nxt["chunk_id"])
+            size += len(parts[-1]) + 2
+            last = ordinal((nxt.get("element_ids") or [""])[-1])
+            nxt = by_first.get((r.get("breadcrumb") or "", last[0], last[1] + 1)) if last else None
+        if parts:
+            out[r["chunk_id"]] = Context("\n\n".join(parts), ids)
+    return out
