@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from chunker.config import Config
-from chunker.index.context import body, ordinal
+from chunker.index.context import body, follow, ordinal
 from chunker.index.retrieval import Retriever
 from chunker.index.store import ChunkStore
 from chunker.types import Chunk
@@ -94,3 +94,27 @@ def test_a_hit_without_element_ids_is_read_alone(tmp_path):
         assert all(h.context == "" for h in hits)
     finally:
         s.close()
+
+
+class NoQueries:
+    def query_rows(self, *a: object, **kw: object) -> list[dict]:
+        raise AssertionError("the candidates held every answer: no store query")
+
+
+def _row(c: Chunk) -> dict:
+    return {"chunk_id": c.chunk_id, "doc_id": c.doc_id, "breadcrumb": c.breadcrumb, "text": c.text,
+            "element_ids": c.element_ids, "page_start": c.page_start, "page_end": c.page_end}
+
+
+def test_followers_among_the_candidates_need_no_store_query():
+    intro, swaps, forwards, pensions = (_row(c) for c in _corpus()[:4])
+    # The intro's followers are candidates of the same search: read from there.
+    got = follow(NoQueries(), [intro], 250, 600, candidates=[pensions, forwards, swaps])
+    assert got[intro["chunk_id"]].text == f"{SWAPS}\n\n{FORWARDS}"
+    # A short hit whose next chunk (a candidate) opens another section has no context, and that needs no query.
+    short_forwards = dict(forwards, text="Annual Report > Derivative Instruments\n\nShort.")
+    assert follow(NoQueries(), [short_forwards], 250, 600, candidates=[pensions]) == {}
+    # IDs-only candidates (no text) are not read as followers.
+    ids_only = {"chunk_id": swaps["chunk_id"], "doc_id": "a", "score": 1.0}
+    with pytest.raises(AssertionError, match="no store query"):
+        follow(NoQueries(), [intro], 250, 600, candidates=[ids_only])

@@ -50,14 +50,43 @@ def _wanted(row: dict[str, Any], below: int) -> bool:
     return bool(ids) and len(row.get("text") or "") < below and ordinal(ids[-1]) is not None
 
 
-def follow(store: RowQuery, rows: list[dict[str, Any]], below: int, to: int) -> dict[str, Context]:
-    """Context for each of ``rows`` (hits with their fields) shorter than ``below`` characters that has followers,
-    by chunk ID; one store query for all of them. Rows without element IDs or pages are left alone."""
-    short = [r for r in rows if below > 0 and _wanted(r, below)]
-    if not short:
-        return {}
+Index = dict[tuple[str, int], dict[str, Any]]  # (doc, ordinal of its first element) -> chunk row
+
+
+def _index(rows: list[dict[str, Any]], into: Index) -> Index:
+    for f in rows:
+        if f.get("text") is None:
+            continue  # a candidate of an IDs-only leg: no fields to read
+        first = ordinal((f.get("element_ids") or [""])[0])
+        if first is not None:
+            into.setdefault(first, f)
+    return into
+
+
+def _chain(r: dict[str, Any], known: Index, to: int) -> tuple[list[dict[str, Any]], bool]:
+    """The followers of ``r`` found in ``known``, and whether that is all of them (``to`` reached, or the next chunk
+    is known and opens another section); False: the next chunk is not known."""
+    crumb, (doc, n) = r.get("breadcrumb") or "", ordinal(r["element_ids"][-1])  # type: ignore[misc]
+    size, out = len(r.get("text") or ""), []
+    while size < to:
+        nxt = known.get((doc, n + 1))
+        if nxt is None:
+            return out, False
+        if (nxt.get("breadcrumb") or "") != crumb:
+            return out, True
+        out.append(nxt)
+        size += len(body(nxt)) + 2
+        last = ordinal((nxt.get("element_ids") or [""])[-1])
+        if last is None:
+            return out, True
+        n = last[1]
+    return out, True
+
+
+def _query(store: RowQuery, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One store query for the chunks that may follow each of ``rows`` in its section."""
     clauses, params = [], {}
-    for i, r in enumerate(short):
+    for i, r in enumerate(rows):
         params.update({f"d{i}": r.get("doc_id") or "", f"b{i}": r.get("breadcrumb") or ""})
         clause = f"(doc_id == {{d{i}}} and breadcrumb == {{b{i}}}"
         last = int(r.get("page_end") or 0)
@@ -65,23 +94,23 @@ def follow(store: RowQuery, rows: list[dict[str, Any]], below: int, to: int) -> 
             params.update({f"p{i}": last, f"q{i}": last + PAGES_AHEAD})
             clause += f" and page_start >= {{p{i}}} and page_start <= {{q{i}}}"
         clauses.append(clause + ")")
-    found = store.query_rows(" or ".join(clauses), params, FIELDS, limit=200 * len(short))
-    by_first: dict[tuple[str, str, int], dict[str, Any]] = {}
-    for f in found:
-        first = ordinal((f.get("element_ids") or [""])[0])
-        if first is not None:
-            by_first[(f.get("breadcrumb") or "", *first)] = f
-    out: dict[str, Context] = {}
-    for r in short:
-        doc, n = ordinal(r["element_ids"][-1])  # type: ignore[misc]
-        size, parts, ids = len(r.get("text") or ""), [], []
-        nxt = by_first.get((r.get("breadcrumb") or "", doc, n + 1))
-        while nxt is not None and size < to:
-            parts.append(body(nxt))
-            ids.append(nxt["chunk_id"])
-            size += len(parts[-1]) + 2
-            last = ordinal((nxt.get("element_ids") or [""])[-1])
-            nxt = by_first.get((r.get("breadcrumb") or "", last[0], last[1] + 1)) if last else None
-        if parts:
-            out[r["chunk_id"]] = Context("\n\n".join(parts), ids)
-    return out
+    return store.query_rows(" or ".join(clauses), params, FIELDS, limit=200 * len(rows))
+
+
+def follow(store: RowQuery, rows: list[dict[str, Any]], below: int, to: int,
+           candidates: list[dict[str, Any]] | None = None) -> dict[str, Context]:
+    """Context for each of ``rows`` (hits with their fields) shorter than ``below`` characters that has followers,
+    by chunk ID. Followers are looked for first among ``candidates`` (the search's other rows, fields and all: the
+    next chunk of a section is often one), then in one store query for the hits still open. Rows without element
+    IDs are left alone."""
+    short = [r for r in rows if below > 0 and _wanted(r, below)]
+    if not short:
+        return {}
+    known = _index(list(rows) + list(candidates or []), {})
+    chains = {r["chunk_id"]: _chain(r, known, to) for r in short}
+    open_rows = [r for r in short if not chains[r["chunk_id"]][1]]
+    if open_rows:
+        _index(_query(store, open_rows), known)
+        chains.update({r["chunk_id"]: _chain(r, known, to) for r in open_rows})
+    return {cid: Context("\n\n".join(body(f) for f in found), [f["chunk_id"] for f in found])
+            for cid, (found, _) in chains.items() if found}

@@ -373,9 +373,9 @@ class Retriever:
             rows.sort(key=lambda r: r["score"], reverse=True)
             timings["rerank"] = (time.perf_counter() - t) * 1000
 
-        rows = rows[: q.k]
+        candidates, rows = rows, rows[: q.k]
         t = time.perf_counter()
-        context = follow(self.store, rows, rc.context_below_chars, rc.context_to_chars)
+        context = follow(self.store, rows, rc.context_below_chars, rc.context_to_chars, candidates)
         timings["context"] = (time.perf_counter() - t) * 1000
         hits = [
             Hit(
