@@ -147,3 +147,12 @@ def render_filter(expr: str, params: dict[str, Any]) -> str:
     if unused:
         raise FilterError(f"filter parameters not used by the expression: {sorted(unused)}")
     return out
+
+
+def filter_kwargs(expr: str, params: dict[str, Any] | None, lite: bool) -> dict[str, Any]:
+    """Keyword arguments carrying a filter to a pymilvus call: templated on servers, rendered to literals on Lite."""
+    if not expr:
+        return {}
+    if params and not lite:
+        return {"filter": expr, "filter_params": dict(params)}
+    return {"filter": render_filter(expr, params or {})}

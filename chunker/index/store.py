@@ -1,73 +1,43 @@
-"""Milvus I/O for chunks: one collection schema, idempotent upserts, dense / BM25 / hybrid search.
+"""Milvus I/O for chunks: one collection schema, idempotent upserts and deletes; the searches come from a mixin.
 
 The same class talks to a Milvus Lite directory (``*.db`` path, the embedded default) and to a Milvus server
-(``http(s)://host:port``). BM25 runs inside Milvus: a ``Function`` turns ``search_text`` into the sparse vector
-at insert time and the query text at search time, so no tokeniser lives on the client.
+(``http(s)://host:port``). This module owns the connection, opening (or creating) the collection and checking its
+schema, the writes, and counts; :mod:`chunker.index.store_search` holds the searches (dense / BM25 / hybrid, rows by
+key) that :class:`ChunkStore` inherits, and :mod:`chunker.index.outage` turns a store that is gone, locked or silent
+into typed errors. BM25 runs inside Milvus: a ``Function`` turns ``search_text`` into the sparse vector at insert
+time and the query text at search time, so no tokeniser lives on the client.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
 from chunker.config import SERVER_ONLY_INDEX_TYPES, MilvusConfig
-from chunker.errors import SchemaMismatch, StoreError, StoreUnavailable
+# StoreUnavailable and is_outage are re-exported: callers import them from here.
+from chunker.errors import SchemaMismatch, StoreError, StoreUnavailable  # noqa: F401
 from chunker.index.collection import (
-    PROP_SCHEMA_VERSION, ROW_FIELDS, SCHEMA_VERSION, VARCHAR_SIZES, chunk_row,
+    PROP_SCHEMA_VERSION, SCHEMA_VERSION, VARCHAR_SIZES, chunk_row,
     clip_utf8, create_collection, ensure_scalar_indexes,
 )
-from chunker.index.filters import render_filter
-from chunker.index.params import index_search_params
+from chunker.index.filters import filter_kwargs
+from chunker.index.outage import answering, connect_error, is_outage  # noqa: F401
+from chunker.index.store_search import ChunkSearch, SearchMode  # noqa: F401 - SearchMode: re-exported
 from chunker.types import Chunk
 
 CONNECT_TIMEOUT_S = 10.0
 DELETE_TERMS = 1000  # values per delete expression; long "in" lists make slow plans on the server
-SearchMode = Literal["dense", "sparse", "hybrid"]
 
 def is_server_uri(uri: str) -> bool:
     return "://" in uri
 
 
-def _lite_dir_locked(path: Path) -> bool:
-    """True when another process holds Milvus Lite's LOCK file in ``path`` (False where it cannot tell)."""
-    try:
-        import fcntl
-
-        fd = os.open(path / "LOCK", os.O_RDWR)
-    except (ImportError, OSError):
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    except OSError:
-        return True
-    finally:
-        os.close(fd)
-
-
-def is_outage(exc: BaseException) -> bool:
-    """True for errors of an unreachable store rather than of a wrong request or a defect: what serving answers
-    with 503 and retries later. A server that died after we connected surfaces as a plain ``MilvusException`` with
-    code ``CONNECT_FAILED`` (measured with pymilvus 3.0), so the code is checked too."""
-    from pymilvus.client.types import Status
-    from pymilvus.exceptions import (ConnectError, ConnectionNotExistException, MilvusException,
-                                     MilvusUnavailableException)
-
-    if isinstance(exc, (StoreUnavailable, ConnectionError, TimeoutError, ConnectError, ConnectionNotExistException,
-                        MilvusUnavailableException)):
-        return True
-    return isinstance(exc, MilvusException) and getattr(exc, "code", None) == Status.CONNECT_FAILED
-
-
-class ChunkStore:
-    """One chunk collection in Milvus Lite or a Milvus server."""
+class ChunkStore(ChunkSearch):
+    """One chunk collection in Milvus Lite or a Milvus server (searches: :class:`ChunkSearch`)."""
 
     def __init__(self, cfg: MilvusConfig, dim: int, collection: str | None = None) -> None:
         from pymilvus import MilvusClient
@@ -89,10 +59,10 @@ class ChunkStore:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 self.client = MilvusClient(uri=str(path))
         except MilvusException as exc:
-            raise self._connect_error(exc) from None
+            raise connect_error(cfg, self.server, exc) from None
         # Lite 3.2 answers "milvus_lite-<version>", also behind `milvus-lite server`; it lacks filter templating
         # and the ICU tokenizer, so those are decided per connection, not per URI.
-        with self._answering("get_server_version"):
+        with answering(self.cfg, "get_server_version"):
             self.version = str(self.client.get_server_version(timeout=cfg.call_timeout_s))
         self.lite = "lite" in self.version.lower()
         if self.lite and cfg.index_type in SERVER_ONLY_INDEX_TYPES:
@@ -104,44 +74,6 @@ class ChunkStore:
         self.generation = 0
         self._open_collection()
 
-    def _connect_error(self, exc: Exception) -> StoreError:
-        uri = self.cfg.uri
-        if not self.server and _lite_dir_locked(Path(uri).expanduser()):
-            return StoreUnavailable(
-                f"Milvus Lite data directory {uri!r} is locked by another process (Lite allows one process per "
-                f"directory). Serve it to several processes with `milvus-lite server --data-dir {uri} "
-                f"--host 127.0.0.1 --port N` and set milvus.uri=http://127.0.0.1:N"
-            )
-        if self.server:
-            return StoreUnavailable(
-                f"cannot reach Milvus at {uri} ({exc}); start the server, check milvus.uri, or set "
-                f"${self.cfg.token_env} if it needs a token"
-            )
-        return StoreUnavailable(f"cannot open Milvus Lite at {uri!r}: {exc}")
-
-    @contextmanager
-    def _answering(self, call: str) -> Iterator[None]:
-        """Turns 'the server did not answer in time / is gone' into :class:`StoreUnavailable` (typed, by status
-        code): pymilvus raises a bare grpc error for a missed deadline and a MilvusException for a lost peer."""
-        import grpc
-        from pymilvus.client.types import Status
-        from pymilvus.exceptions import MilvusException
-
-        gone = (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE)
-        try:
-            yield
-        except grpc.RpcError as exc:
-            code = exc.code() if callable(getattr(exc, "code", None)) else None
-            if code not in gone:
-                raise
-            raise StoreUnavailable(f"Milvus at {self.cfg.uri} did not answer {call} ({code.name}; deadlines: "
-                                   f"milvus.call_timeout_s={self.cfg.call_timeout_s:g} s for reads, "
-                                   f"milvus.write_timeout_s={self.cfg.write_timeout_s:g} s for writes)") from None
-        except MilvusException as exc:
-            if exc.code != Status.CONNECT_FAILED and exc.code not in gone:
-                raise
-            raise StoreUnavailable(f"Milvus at {self.cfg.uri} is unreachable ({call}): {exc.message}") from None
-
     # ----------------------------------------------------------------- schema
 
     def _rebuild_hint(self) -> str:
@@ -152,7 +84,7 @@ class ChunkStore:
 
     def _open_collection(self) -> None:
         name = self.collection
-        with self._answering("opening the collection"):
+        with answering(self.cfg, "opening the collection"):
             self._open_or_create(name)
 
     def _open_or_create(self, name: str) -> None:
@@ -210,26 +142,19 @@ class ChunkStore:
         rows = list({c.chunk_id: chunk_row(c, v) for c, v in zip(chunks, vectors)}.values())
         step = self.cfg.upsert_batch
         try:
-            with self._answering("upsert"):
+            with answering(self.cfg, "upsert"):
                 for i in range(0, len(rows), step):
                     self.client.upsert(self.collection, rows[i : i + step], timeout=self.cfg.write_timeout_s)
         finally:
             self.mark_changed()  # after the write, partial ones too: a search begun before it is not cached as new
         return len(rows)
 
-    def _filter(self, expr: str, params: dict[str, Any] | None) -> dict[str, Any]:
-        """Keyword arguments carrying a filter: templated on servers, rendered to literals on Lite."""
-        if not expr:
-            return {}
-        if params and not self.lite:
-            return {"filter": expr, "filter_params": dict(params)}
-        return {"filter": render_filter(expr, params or {})}
-
     def _delete_where(self, expr: str, params: dict[str, Any]) -> int:
         """Delete by expression; the rows deleted where the store says (Lite lists them, servers count them)."""
         try:
-            with self._answering("delete"):
-                res = self.client.delete(self.collection, timeout=self.cfg.write_timeout_s, **self._filter(expr, params))
+            with answering(self.cfg, "delete"):
+                res = self.client.delete(self.collection, timeout=self.cfg.write_timeout_s,
+                                         **filter_kwargs(expr, params, self.lite))
         finally:
             self.mark_changed()
         if isinstance(res, dict):
@@ -294,13 +219,13 @@ class ChunkStore:
         return self._delete_where(" or ".join(parts), params)
 
     def flush(self) -> None:
-        with self._answering("flush"):
+        with answering(self.cfg, "flush"):
             self.client.flush(self.collection, timeout=self.cfg.write_timeout_s)
 
     # ------------------------------------------------------------------- reads
 
     def _count(self, filter_kw: dict[str, Any]) -> int:
-        with self._answering("count"):
+        with answering(self.cfg, "count"):
             res = self.client.query(
                 self.collection, output_fields=["count(*)"], consistency_level="Strong",
                 timeout=self.cfg.call_timeout_s, **({"filter": ""} | filter_kw)
@@ -309,7 +234,7 @@ class ChunkStore:
 
     def ready(self) -> bool:
         """One cheap metadata call within the read deadline: does the collection still exist?"""
-        with self._answering("has_collection"):
+        with answering(self.cfg, "has_collection"):
             return bool(self.client.has_collection(self.collection, timeout=self.cfg.call_timeout_s))
 
     def count(self) -> int:
@@ -350,164 +275,12 @@ class ChunkStore:
         while n / 16 ** k > max_rows:
             k += 1
         flt = f'chunk_id like "%{"0" * k}"' if k else ""
-        with self._answering("query"):
+        with answering(self.cfg, "query"):
             rows = self.client.query(self.collection, filter=flt, output_fields=["search_text"],
                                      limit=min(16384, max(1, n if not k else max_rows * 4)),
                                      timeout=self.cfg.call_timeout_s)
         return [str(r.get("search_text") or "") for r in rows]
 
-    def search(
-        self,
-        dense: np.ndarray | None,
-        text: str | None,
-        mode: SearchMode = "hybrid",
-        limit: int = 10,
-        filter_expr: str = "",
-        filter_params: dict[str, Any] | None = None,
-        fusion: Literal["rrf", "weighted"] = "rrf",
-        rrf_k: int = 60,
-        dense_weight: float = 0.5,
-    ) -> list[dict[str, Any]]:
-        """Rows with a ``score`` (higher is better), best first.
-
-        A hybrid search with blank text (nothing for BM25 to match) degrades to dense; sparse needs text.
-        """
-        vectors = None if dense is None else np.asarray(dense, dtype=np.float32).reshape(1, -1)
-        return self.search_batch(vectors, None if text is None else [text], mode=mode, limit=limit,
-                                 filter_expr=filter_expr, filter_params=filter_params, fusion=fusion, rrf_k=rrf_k,
-                                 dense_weight=dense_weight)[0]
-
-    def search_batch(
-        self,
-        dense: np.ndarray | None,
-        texts: list[str | None] | None,
-        mode: SearchMode = "hybrid",
-        limit: int = 10,
-        filter_expr: str = "",
-        filter_params: dict[str, Any] | None = None,
-        fusion: Literal["rrf", "weighted"] = "rrf",
-        rrf_k: int = 60,
-        dense_weight: float = 0.5,
-        fields: list[str] | None = None,
-    ) -> list[list[dict[str, Any]]]:
-        """:meth:`search` for n queries that share a mode, limit and filter, in one Milvus call per leg.
-
-        ``dense`` is (n, dim) or None, ``texts`` n strings or None. One call instead of n matters on Milvus Lite:
-        every search call walks all rows in Python to mask deleted and superseded versions, whatever the index,
-        while the index lookup itself takes ~1 ms per query.
-
-        ``fields``: the row fields each hit carries (default: all of ``ROW_FIELDS``); ``[]`` gives ``chunk_id`` and
-        ``score`` only, for a caller that fuses candidates first and fetches the winners' fields with
-        :meth:`fetch`.
-        """
-        n = len(dense) if dense is not None else len(texts or [])
-        if dense is not None and texts is not None and len(texts) != n:
-            raise ValueError(f"{n} query vectors but {len(texts)} query texts")
-        if n == 0:
-            return []
-        has_text = [bool(t and t.strip()) for t in (texts or [None] * n)]
-        if mode in ("dense", "hybrid") and dense is None:
-            raise ValueError(f"{mode} search needs a query vector")
-        if mode == "sparse" and not all(has_text):
-            raise ValueError("sparse search needs query text")
-        if mode == "hybrid" and not all(has_text):
-            # Blank text leaves BM25 nothing to match: those queries go dense, the rest stay hybrid.
-            out: list[list[dict[str, Any]]] = [[] for _ in range(n)]
-            kw = {"limit": limit, "filter_expr": filter_expr, "filter_params": filter_params, "fusion": fusion,
-                  "rrf_k": rrf_k, "dense_weight": dense_weight, "fields": fields}
-            for sub_mode, idx in (("dense", [i for i in range(n) if not has_text[i]]),
-                                  ("hybrid", [i for i in range(n) if has_text[i]])):
-                if idx:
-                    sub_texts = [texts[i] for i in idx] if texts is not None else None
-                    for i, rows in zip(idx, self.search_batch(dense[idx], sub_texts, mode=sub_mode, **kw)):
-                        out[i] = rows
-            return out
-        from pymilvus import AnnSearchRequest, RRFRanker, WeightedRanker
-
-        fkw = self._filter(filter_expr, filter_params)
-        dense_req = None if dense is None else np.asarray(dense, dtype=np.float32).reshape(n, -1).tolist()
-        # The deadline also bounds pymilvus' retry loop (decorators.retry_on_rpc_failure). Without one, a server that
-        # accepts connections but never answers held a search for 70 s (until gRPC keepalive dropped the connection;
-        # measured against a SIGSTOPped milvus-lite server).
-        fields = list(ROW_FIELDS) if fields is None else list(dict.fromkeys(["chunk_id", *fields]))
-        # An empty output_fields means "every field" to Milvus Lite (vectors included) but "the key only" to a
-        # server: naming the key means the key alone to both.
-        common = {"limit": int(limit), "output_fields": fields, "timeout": self.cfg.call_timeout_s}
-        if mode == "dense":
-            with self._answering("search"):
-                res = self.client.search(self.collection, data=dense_req, anns_field="dense",
-                                         search_params=self._dense_search_params(int(limit)), **common, **fkw)
-            # L2 is a distance: negate so that every mode reports "higher is better".
-            sign = -1.0 if self.cfg.metric == "L2" else 1.0
-            return [[self._row(h, sign * float(h["distance"]), fields) for h in hits] for hits in res]
-        if mode == "sparse":
-            with self._answering("search"):
-                res = self.client.search(self.collection, data=list(texts or []), anns_field="sparse",
-                                         search_params={"metric_type": "BM25"}, **common, **fkw)
-            # BM25 scores are >= 0; Lite reports them negated (as distances), a server as is.
-            return [[self._row(h, abs(float(h["distance"])), fields) for h in hits] for hits in res]
-        req_kw: dict[str, Any] = {}
-        if fkw:
-            req_kw["expr"] = fkw["filter"]
-            if "filter_params" in fkw:
-                req_kw["expr_params"] = fkw["filter_params"]
-        reqs = [
-            AnnSearchRequest(data=dense_req, anns_field="dense", param=self._dense_search_params(int(limit)),
-                             limit=int(limit), **req_kw),
-            AnnSearchRequest(data=list(texts or []), anns_field="sparse", param={"metric_type": "BM25"},
-                             limit=int(limit), **req_kw),
-        ]
-        ranker = RRFRanker(int(rrf_k)) if fusion == "rrf" else WeightedRanker(float(dense_weight), 1.0 - float(dense_weight))
-        with self._answering("hybrid_search"):
-            res = self.client.hybrid_search(self.collection, reqs, ranker, **common)
-        return [[self._row(h, float(h["distance"]), fields) for h in hits] for hits in res]
-
-    def _dense_search_params(self, limit: int) -> dict[str, Any]:
-        # On Lite the HNSW lookup is ~1 ms of a search (ef buys little there); on a server ef / nprobe /
-        # search_list trade recall for latency. AUTOINDEX and FLAT take none.
-        params = index_search_params(self.cfg, self.index_type, limit)
-        return {"metric_type": self.cfg.metric, **({"params": params} if params else {})}
-
-    def fetch(self, chunk_ids: list[str], fields: list[str] | None = None) -> dict[str, dict[str, Any]]:
-        """The rows of ``chunk_ids`` by primary key, in one call: chunk_id -> row (``fields``, default all of
-        ``ROW_FIELDS``). An ID no longer stored (deleted since it was found) is absent from the answer.
-
-        A key lookup, not a scan: Milvus Lite answers an ``in`` list on the primary key with point reads
-        (milvus_lite/adapter/grpc/servicer.py, ``Query``), a server from its primary-key index."""
-        ids = list(dict.fromkeys(chunk_ids))
-        if not ids:
-            return {}
-        wanted = list(ROW_FIELDS) if fields is None else list(dict.fromkeys(["chunk_id", *fields]))
-        with self._answering("get"):
-            res = self.client.get(self.collection, ids=ids, output_fields=wanted, timeout=self.cfg.call_timeout_s)
-        out = {}
-        for entity in res:
-            row = self._fields(entity, wanted)
-            out[row["chunk_id"]] = row
-        return out
-
-    def query_rows(self, expr: str, params: dict[str, Any] | None, fields: list[str], limit: int) -> list[dict[str, Any]]:
-        """Rows matching a filter expression (at most ``limit``), with ``fields`` and ``chunk_id``; no order."""
-        wanted = list(dict.fromkeys(["chunk_id", *fields]))
-        with self._answering("query"):
-            res = self.client.query(self.collection, output_fields=wanted, limit=limit,
-                                    timeout=self.cfg.call_timeout_s, **self._filter(expr, params))
-        return [self._fields(entity, wanted) for entity in res]
-
-    @staticmethod
-    def _fields(entity: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-        row = {k: entity.get(k) for k in fields}
-        if "element_ids" in row:
-            row["element_ids"] = list(row["element_ids"] or [])
-        return row
-
-    @classmethod
-    def _row(cls, hit: dict[str, Any], score: float, fields: list[str]) -> dict[str, Any]:
-        row = cls._fields(hit.get("entity") or {}, fields)
-        # pymilvus 3 names a hit's key by the key field ("chunk_id"); older clients said "id".
-        row["chunk_id"] = (hit.get("entity") or {}).get("chunk_id") or hit.get("chunk_id") or hit.get("id")
-        row["score"] = score
-        return row
 
     def drop(self) -> None:
         """Drop the whole collection (a rebuild starts from nothing)."""
