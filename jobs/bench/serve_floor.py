@@ -75,15 +75,18 @@ def serve_noop(n: int, cpus: int, replica_cpus: float) -> dict[str, float]:
             return {"query": body.get("query", ""), "hits": []}
 
     port = free_port()
-    # address="local": a cluster of its own, never one another process started with `ray start`.
-    ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
+    started = not ray.is_initialized()  # a caller's Ray (a test session's) is used and left running
+    if started:
+        # address="local": a cluster of its own, never one another process started with `ray start`.
+        ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(Noop.bind(), route_prefix="/v1/query")
         return _percentiles(lambda: _post(f"http://127.0.0.1:{port}/v1/query"), n)
     finally:
         serve.shutdown()
-        ray.shutdown()
+        if started:
+            ray.shutdown()
 
 
 def main(argv: list[str] | None = None) -> int:
