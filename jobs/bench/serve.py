@@ -123,7 +123,7 @@ def server_breakdown(server: list[dict[str, float]]) -> dict[str, Any]:
     }
 
 
-def _percentiles(values: list[float], digits: int = 1) -> dict[str, float]:
+def percentiles(values: list[float], digits: int = 1) -> dict[str, float]:
     arr = np.asarray(values) if values else np.zeros(1)
     return {p: round(float(np.percentile(arr, q)), digits) for p, q in (("p50", 50), ("p95", 95), ("p99", 99))}
 
@@ -216,11 +216,11 @@ def direct_store(cfgs: dict[str, Config], duration_s: float, max_queries: int | 
         c = cols[m]
         out[m] = {"queries": len(c["total"]), "duration_s": round(wall, 2), "errors": dict(errors[m]),
                   "queries_per_s": round(len(c["total"]) / (sum(c["total"]) / 1000), 2) if c["total"] else 0.0,
-                  "retrieval_ms": _percentiles(c["total"]), "search_ms": _percentiles(c["search"]),
-                  "embed_ms": _percentiles(c["embed"]),
+                  "retrieval_ms": percentiles(c["total"]), "search_ms": percentiles(c["search"]),
+                  "embed_ms": percentiles(c["embed"]),
                   "split_ms_p50": {k: round(float(np.percentile(v, 50)), 2) for k, v in split[m].items()},
                   "store_cpu_ms_mean": round(float(np.mean(c["cpu"])), 1) if c["cpu"] else None,
-                  "repeat_ms": _percentiles(c["repeat"], digits=3), "repeats_cached": len(c["repeat"])}
+                  "repeat_ms": percentiles(c["repeat"], digits=3), "repeats_cached": len(c["repeat"])}
     return out
 
 

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import threading
 import time
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from jobs.bench.serve import free_port
+from jobs.bench.serve import free_port, percentiles
 
 BODY = json.dumps({"query": "how do I file a warranty claim", "k": 5}).encode()
 
@@ -33,11 +32,10 @@ def _post(url: str) -> float:
     return (time.perf_counter() - t) * 1000
 
 
-def _percentiles(call: Callable[[], float], n: int, warm: int = 30) -> dict[str, float]:
+def _timed(call: Callable[[], float], n: int, warm: int = 30) -> dict[str, float]:
     for _ in range(warm):
         call()
-    ts = sorted(call() for _ in range(n))
-    return {"p50": statistics.median(ts), "p95": ts[int(0.95 * (n - 1))], "p99": ts[int(0.99 * (n - 1))]}
+    return percentiles([call() for _ in range(n)])
 
 
 class _Bare(BaseHTTPRequestHandler):
@@ -58,7 +56,7 @@ def bare_http(n: int) -> dict[str, float]:
     srv = ThreadingHTTPServer(("127.0.0.1", 0), _Bare)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        return _percentiles(lambda: _post(f"http://127.0.0.1:{srv.server_address[1]}/"), n)
+        return _timed(lambda: _post(f"http://127.0.0.1:{srv.server_address[1]}/"), n)
     finally:
         srv.shutdown()
         srv.server_close()
@@ -82,7 +80,7 @@ def serve_noop(n: int, cpus: int, replica_cpus: float) -> dict[str, float]:
     try:
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         serve.run(Noop.bind(), route_prefix="/v1/query")
-        return _percentiles(lambda: _post(f"http://127.0.0.1:{port}/v1/query"), n)
+        return _timed(lambda: _post(f"http://127.0.0.1:{port}/v1/query"), n)
     finally:
         serve.shutdown()
         if started:
