@@ -36,6 +36,7 @@ from ray.serve import Application
 from chunker.config import Config, ConfigError, load_config
 from chunker.index.filters import FilterError
 from chunker.index.store import is_outage
+from serving.ingress import DirectIngressError, controller_options, replica_urls
 from serving.schemas import ErrorDetail, ErrorResponse, HealthResponse, HitOut, QueryRequest, QueryResponse, Timings
 
 # Serve forwards this logger to the replica's log file with request ids attached.
@@ -407,9 +408,18 @@ def main(argv: list[str] | None = None) -> None:
     if not ray.is_initialized():
         ray.init(**ray_init_options(cfg))
     host = serve_host(cfg)
-    serve.start(proxy_location=cfg.serve.proxy_location, http_options={"host": host, "port": cfg.serve.port})
+    serve.start(proxy_location=cfg.serve.proxy_location, http_options={"host": host, "port": cfg.serve.port},
+                controller_options=controller_options(cfg))
     logger.info("serving on http://%s:%d (proxies: %s)", host, cfg.serve.port, cfg.serve.proxy_location)
-    serve.run(build_app(args), name="query", route_prefix="/", blocking=True)
+    serve.run(build_app(args), name="query", route_prefix="/")
+    if cfg.serve.direct_ingress:
+        try:
+            urls = replica_urls("query", None if host in ("0.0.0.0", "::") else host)
+            logger.info("replicas answer directly at %s", ", ".join(urls) or "(none yet)")
+        except DirectIngressError as exc:
+            logger.warning("%s", exc)
+    while True:  # what serve.run(blocking=True) does: keep the driver (and so the app) alive until interrupted
+        time.sleep(10)
 
 
 if __name__ == "__main__":

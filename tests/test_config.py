@@ -163,3 +163,17 @@ def test_fp8_and_throughput_profiles_say_what_they_promise():
     measured = {(a[a.index("--side") + 1], a[a.index("--pages") + 1], a[a.index("--decode-batch") + 1])
                 for a in (p.args for p in GPU_PROFILES if "7b" in p.name)}
     assert ("1288", str(tp.intake.batch_pages), str(tp.converter.model.max_num_seqs)) in measured
+
+
+def test_direct_ingress_ports_are_checked_and_reach_serves_controller():
+    from serving.ingress import controller_options, ingress_env
+
+    with pytest.raises(ConfigError, match="serve.port 30500 lies inside direct_ingress_ports"):
+        load_config(None, ["serve.direct_ingress=true", "serve.port=30500"])
+    with pytest.raises(ConfigError, match="lowest first"):
+        load_config(None, ["serve.direct_ingress_ports=[31000,30000]"])
+    assert ingress_env(load_config(None, [])) == {} and controller_options(load_config(None, [])) is None
+    cfg = load_config(None, ["serve.direct_ingress=true", "serve.direct_ingress_ports=[32000,32100]"])
+    assert controller_options(cfg) == {"runtime_env": {"env_vars": {
+        "RAY_SERVE_ENABLE_DIRECT_INGRESS": "1", "RAY_SERVE_DIRECT_INGRESS_MIN_HTTP_PORT": "32000",
+        "RAY_SERVE_DIRECT_INGRESS_MAX_HTTP_PORT": "32100"}}}

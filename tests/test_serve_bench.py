@@ -75,6 +75,12 @@ def test_tiny_run_reports_store_single_and_concurrent_latency(capsys: pytest.Cap
         # The endpoint's own cost, per percentile, is the single client's latency minus the direct call's.
         assert set(m["endpoint_overhead_ms"]) == {"p50", "p95", "p99"}
         assert m["endpoint_overhead_ms"]["p50"] == round(one["latency_ms"]["p50"] - d["retrieval_ms"]["p50"], 1)
+        # The same passes straight to the replica's own port (direct ingress, on by default in the bench), answered
+        # by the same replica under the same route prefix, without the proxy.
+        di = m["direct_ingress"]
+        assert di["base"].endswith(f"/{mode}") and di["base"].split(":")[2] != m["base"].split(":")[2]
+        assert di["single_client"]["ok"] > 0 and not di["single_client"]["errors"]
+        assert di["concurrent"]["ok"] > 0 and not di["concurrent"]["errors"]
     # The CPU ratio only where both modes' server CPU means are above zero: /proc counts 10 ms ticks, and a tiny run
     # on a quiet core can spend less than one per question.
     cpu = [r["by_mode"][m]["direct"]["store_cpu_ms_mean"] for m in ("hybrid", "dense")]
@@ -82,4 +88,4 @@ def test_tiny_run_reports_store_single_and_concurrent_latency(capsys: pytest.Cap
         {"store_cpu_ms_mean"} if all(cpu) else set())
     bench.print_report(r)
     out = capsys.readouterr().out
-    assert "store alone (no HTTP, 1 caller)" in out and "endpoint, 1 client" in out and "hybrid / dense" in out
+    assert "store alone (no HTTP, 1 caller)" in out and "endpoint through the proxy, 1 client" in out and "endpoint direct ingress, 1 client" in out and "hybrid / dense" in out

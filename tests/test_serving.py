@@ -2,7 +2,8 @@
 
 One Ray runtime and one Serve instance for the module (ray.init ~5 s, serve.run ~8 s). Two applications share it:
 ``query`` over a Milvus Lite directory indexed here beforehand, and ``down`` pointed at a port where nothing
-listens, for the 503 paths. The Lite client of the indexing step is closed before the replica opens the directory,
+listens, for the 503 paths. Serve runs with direct ingress (serving/ingress.py): each replica also answers on a
+port of its own. The Lite client of the indexing step is closed before the replica opens the directory,
 because Lite allows one process per data directory.
 """
 
@@ -70,7 +71,8 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ray = pytest.importorskip("ray")
     from ray import serve
 
-    from serving.app import build_app
+    from serving.app import build_app, config_from_args
+    from serving.ingress import controller_options
 
     db = str(tmp_path_factory.mktemp("serving") / "milvus.db")
     _index(db)
@@ -82,8 +84,10 @@ def base_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False,
              runtime_env={"env_vars": {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}})
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(build_app({"set": [f"milvus.uri={db}", "serve.max_query_chars=200"]}), name="query", route_prefix="/")
+        query_args = {"set": [f"milvus.uri={db}", "serve.max_query_chars=200", "serve.direct_ingress=true"]}
+        serve.start(http_options={"host": "127.0.0.1", "port": port},
+                    controller_options=controller_options(config_from_args(query_args)))
+        serve.run(build_app(query_args), name="query", route_prefix="/")
         serve.run(build_app({"milvus.uri": f"http://127.0.0.1:{dead}"}), name="down", route_prefix="/down")
         yield f"http://127.0.0.1:{port}"
     finally:
@@ -133,6 +137,41 @@ def test_a_repeated_question_is_answered_from_the_cache(http: Any) -> None:
     assert again["timings_ms"]["embed"] == 0 and again["timings_ms"]["search"] == 0
     other = http.post("/v1/query", json=dict(body, k=1)).json()  # another k is another answer
     assert not other["cached"] and other["hits"] == first["hits"][:1]
+
+
+def test_direct_ingress_answers_as_the_proxy_does(http: Any) -> None:
+    import httpx
+
+    from serving.ingress import replica_urls
+
+    (url,) = replica_urls("query", "127.0.0.1")
+    assert int(url.rsplit(":", 1)[1]) != http.base_url.port  # the replica's own server, not the proxy
+    body = {"query": "what does model X300 weigh?", "k": 3, "filters": {"modality": "table"}}
+    with httpx.Client(base_url=url, timeout=60.0) as direct:
+        via_replica = direct.post("/v1/query", json=body)
+        bad = direct.post("/v1/query", json={"query": "pump", "k": 0})
+        ready = direct.get("/readyz")
+    via_proxy = http.post("/v1/query", json=body)
+    assert via_replica.status_code == via_proxy.status_code == 200, (via_replica.text, via_proxy.text)
+    assert [h["chunk_id"] for h in via_replica.json()["hits"]] == [h["chunk_id"] for h in via_proxy.json()["hits"]] \
+        == ["c-specs"]
+    # The same error contract on the replica's port: a 422 with a message, never a traceback.
+    assert bad.status_code == 422 and bad.json()["error"] == "invalid_request" and "Traceback" not in bad.text
+    assert ready.status_code == 200
+
+
+def test_every_app_of_a_direct_ingress_serve_gets_its_own_port(http: Any) -> None:
+    import httpx
+
+    from serving.ingress import replica_urls
+
+    # `down` was built without serve.direct_ingress: its replica inherits the flag from the controller's runtime
+    # environment all the same, and keeps the 503 contract on its own port.
+    (down,) = replica_urls("down", "127.0.0.1")
+    (query,) = replica_urls("query", "127.0.0.1")
+    assert down.endswith("/down") and down.rsplit(":", 1)[1] != query.rsplit(":", 1)[1]
+    r = httpx.post(f"{down}/v1/query", json={"query": "pump"}, timeout=60.0)
+    assert r.status_code == 503 and r.json()["error"] == "store_unavailable", r.text
 
 
 def test_filters_restrict_hits(http: Any) -> None:

@@ -159,3 +159,25 @@ class ServeConfig(_Section):
     torch_threads: int = Field(
         0, ge=0, description="torch intra-op threads per replica (0: the replica's num_cpus rounded up, at least 1)."
     )
+    direct_ingress: bool = Field(
+        False, description="Each query replica answers HTTP on a port of its own (Ray Serve's direct ingress, "
+        "RAY_SERVE_ENABLE_DIRECT_INGRESS, marked experimental in Ray 2.60), so a request skips the proxy's hop and "
+        "router: ~12-16 ms p50 less per request on 2 cores (python -m jobs.benchmark serve-floor). The proxy on "
+        "serve.port keeps working; python -m serving.app logs the replicas' addresses; spreading load across "
+        "replicas is then a load balancer's job. Applies when this process starts Serve (python -m serving.app, the "
+        "serve benchmark); a cluster's own Serve needs the variable at `ray start` on every node."
+    )
+    direct_ingress_ports: tuple[int, int] = Field(
+        (30000, 31000), description="Lowest and highest port a replica may take for direct ingress (outside the "
+        "Ray worker port range and serve.port)."
+    )
+
+    @model_validator(mode="after")
+    def _ports(self) -> "ServeConfig":
+        lo, hi = self.direct_ingress_ports
+        if not 1 <= lo <= hi <= 65535:
+            raise ValueError(f"direct_ingress_ports ({lo}, {hi}) must be two ports, lowest first")
+        if self.direct_ingress and lo <= self.port <= hi:
+            raise ValueError(f"serve.port {self.port} lies inside direct_ingress_ports ({lo}, {hi}): the proxy and "
+                             "a replica would compete for it")
+        return self

@@ -13,6 +13,9 @@ mode in turn, against the same collection and query mix:
   overhead: HTTP, proxy, replica hand-off);
 - C concurrent clients of ``POST /v1/query`` for D seconds (latency percentiles, throughput, errors).
 
+The endpoint passes run through Serve's proxy and/or straight to the replica's own port (``--ingress``, default
+both: ``serve.direct_ingress``, serving/ingress.py), against the same replica.
+
 It prints the figures and the hybrid / dense ratio of the store's p50, and tears everything down. It reports; it
 never asserts.
 
@@ -49,6 +52,7 @@ from jobs.bench.serve_data import load_in_child, query_bodies
 MAX_DURATION_S = 600.0  # hard bound whatever the flags say: this is a benchmark, not a soak test
 MAX_CLIENTS = 64
 MAX_REQUESTS_PER_CLIENT_S = 500  # request cap per client-second, in case latency collapses to ~0
+INGRESS = ("proxy", "direct", "both")
 MAX_SINGLE_S = 30.0  # the single-client and direct-store passes each run at most this long (and at most --duration)
 
 
@@ -261,6 +265,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    f"length per mode; at most {MAX_DURATION_S:.0f} s). At 100k chunks on Milvus Lite a hybrid question "
                    "takes a quarter of a second or more: give it enough for ~50 questions per mode.")
     p.add_argument("--replicas", type=int, default=1, help="Query replicas.")
+    p.add_argument("--ingress", choices=INGRESS, default="both",
+                   help="Endpoint passes through Serve's proxy, straight to the replica's own port (serve.direct_ingress), "
+                   "or both, proxy first (default).")
     p.add_argument("--quick", action="store_true", help="5,000 chunks and 10 s of load.")
     p.add_argument("--json", default=None, help="Also write the report to this file.")
     p.add_argument("--db", default=None, help="Milvus Lite directory to keep: loaded when missing, reused as is when "
@@ -286,15 +293,26 @@ def _load_avg() -> list[float]:
     return [round(x, 2) for x in os.getloadavg()]
 
 
-def measure_endpoint(mode: str, base: str, ns: argparse.Namespace, direct: dict[str, Any]) -> dict[str, Any]:
-    """One mode's endpoint passes against its own app at ``base``: one client, then N clients."""
-    r: dict[str, Any] = {"load_avg_before": _load_avg(), "direct": direct}
+def endpoint_passes(mode: str, base: str, ns: argparse.Namespace, direct: dict[str, Any]) -> dict[str, Any]:
+    """One client, then N clients, against ``base``; the overhead over the store-alone call."""
+    r: dict[str, Any] = {"base": base}
     asyncio.run(drive(base, 1, 2.0))  # warm-up
     print(f"[{mode}] 1 client for {ns.single_duration:.0f} s against {base}/v1/query", flush=True)
     r["single_client"] = asyncio.run(drive(base, 1, ns.single_duration))
     r["endpoint_overhead_ms"] = overhead(r["single_client"], direct)
     print(f"[{mode}] {ns.clients} clients for {ns.duration:.0f} s against {base}/v1/query", flush=True)
     r["concurrent"] = asyncio.run(drive(base, ns.clients, ns.duration))
+    return r
+
+
+def measure_endpoint(mode: str, bases: dict[str, str], ns: argparse.Namespace, direct: dict[str, Any]) -> dict[str, Any]:
+    """One mode's endpoint passes against its own app: through the proxy (``single_client``, ``concurrent``,
+    ``endpoint_overhead_ms`` at the top) and/or the replica's own port (the same keys under ``direct_ingress``)."""
+    r: dict[str, Any] = {"load_avg_before": _load_avg(), "direct": direct}
+    if "proxy" in bases:
+        r.update(endpoint_passes(mode, bases["proxy"], ns, direct))
+    if "direct" in bases:
+        r["direct_ingress"] = endpoint_passes(mode, bases["direct"], ns, direct)
     r["load_avg_after"] = _load_avg()
     return r
 
@@ -319,6 +337,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
 
     from jobs.common import init_ray
     from serving.app import build_app, config_from_args
+    from serving.ingress import controller_options, replica_urls
 
     work = Path(tempfile.mkdtemp(prefix="serve_bench_"))
     milvus_port, http_port = free_port(), free_port()
@@ -326,7 +345,8 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
     # Both caches off: the bench cycles through 200 questions, and a cache would measure the cache (the direct pass
     # measures a repeated question on its own, with the result cache on).
     overrides = ["retrieval.query_cache_size=0", "retrieval.result_cache_size=0", *ns.set, f"milvus.uri={uri}",
-                 f"serve.replicas={ns.replicas}", "serve.autoscaling=false"]
+                 f"serve.replicas={ns.replicas}", "serve.autoscaling=false",
+                 f"serve.direct_ingress={str(ns.ingress != 'proxy').lower()}"]
     app_args = {m: {"config": ns.config, "set": [*overrides, f"retrieval.mode={m}"]} for m in ns.modes}
     cfgs = {m: config_from_args(a) for m, a in app_args.items()}
     cfg = cfgs[ns.modes[0]]
@@ -337,7 +357,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         "num_cpus": s.num_cpus, "max_batch_size": s.max_batch_size, "batch_wait_timeout_s": s.batch_wait_timeout_s,
         "torch_threads": s.torch_threads, "fusion": rc.fusion, "candidates": rc.candidates,
         "concurrent_legs": rc.concurrent_legs, "duplicate_threshold": rc.duplicate_threshold,
-        "load_avg_before": _load_avg(),
+        "ingress": ns.ingress, "load_avg_before": _load_avg(),
     }
     server: subprocess.Popen[bytes] | None = None
     try:
@@ -355,7 +375,7 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         # Ray first: its node must register within 30 s (ray/_private/node.py), which a Lite server opening 100k rows
         # beside it on a busy machine can make it miss.
         init_ray(cfg)
-        serve.start(http_options={"host": "127.0.0.1", "port": http_port})
+        serve.start(http_options={"host": "127.0.0.1", "port": http_port}, controller_options=controller_options(cfg))
         # The replicas reach the same directory through a server: several processes may then share it.
         exe = Path(sys.executable).with_name("milvus-lite")
         server = subprocess.Popen(
@@ -377,7 +397,13 @@ def run(ns: argparse.Namespace) -> dict[str, Any]:
         print(f"direct retrieval calls for up to {ns.direct_duration:.0f} s, modes in turn (no HTTP)", flush=True)
         report["direct_load_avg"] = _load_avg()
         direct = direct_store(cfgs, ns.direct_duration, server_pid=server.pid)
-        report["by_mode"] = {m: measure_endpoint(m, f"{base}/{m}", ns, direct[m]) for m in ns.modes}
+        bases = {m: {} for m in ns.modes}
+        for m in ns.modes:
+            if ns.ingress != "direct":
+                bases[m]["proxy"] = f"{base}/{m}"
+            if ns.ingress != "proxy":
+                bases[m]["direct"] = replica_urls(f"bench-{m}", "127.0.0.1")[0]
+        report["by_mode"] = {m: measure_endpoint(m, bases[m], ns, direct[m]) for m in ns.modes}
         report["hybrid_over_dense"] = ratios(report["by_mode"])
         report["load_avg_after"] = _load_avg()
     finally:
@@ -403,24 +429,32 @@ def print_report(r: dict[str, Any]) -> None:
     print(f"load {r.get('load_s')} s ({r.get('load_rows_per_s')} rows/s); serve start {r.get('serve_start_s')} s; "
           f"store-alone pass (modes in turn) began at load average {r.get('direct_load_avg')}")
     for mode, m in (r.get("by_mode") or {}).items():
-        d, one, many = m.get("direct") or {}, m.get("single_client") or {}, m.get("concurrent") or {}
+        d = m.get("direct") or {}
         print(f"\n-- {mode} (endpoint passes: load average {m.get('load_avg_before')} -> {m.get('load_avg_after')})")
         print(f"store alone (no HTTP, 1 caller): {d.get('queries')} queries, {d.get('queries_per_s')} q/s; retrieval "
               f"ms {d.get('retrieval_ms')}; search {d.get('search_ms')}; embedding {d.get('embed_ms')}")
         print(f"  split of the search, p50 ms: {d.get('split_ms_p50')}; store server CPU per question, mean ms: "
               f"{d.get('store_cpu_ms_mean')}")
         print(f"  a repeated question (result cache on), ms: {d.get('repeat_ms')} ({d.get('repeats_cached')} cached)")
-        print(f"endpoint, 1 client: {one.get('ok')} ok = {one.get('requests_per_s')} req/s; latency ms "
-              f"{one.get('latency_ms')}; overhead over the store {m.get('endpoint_overhead_ms')}")
-        print(f"endpoint, {many.get('clients')} clients: {many.get('ok')} ok of {many.get('requests')} in "
-              f"{many.get('duration_s')} s = {many.get('requests_per_s')} req/s; latency ms {many.get('latency_ms')} "
-              f"max {many.get('latency_ms_max')}; errors {many.get('errors') or 'none'}")
-        print(f"  replica ms p50 {many.get('server_ms_p50')}; batch size mean {many.get('batch_size_mean')} "
-              f"max {many.get('batch_size_max')}")
+        for how, e in (("through the proxy", m if "single_client" in m else None),
+                       ("direct ingress", m.get("direct_ingress"))):
+            if e:
+                _print_passes(how, e)
     if r.get("hybrid_over_dense"):
         print(f"\nhybrid / dense, store p50: {r['hybrid_over_dense']}")
     print(f"load average before {r.get('load_avg_before')} after {r.get('load_avg_after')}; num_cpus {r.get('num_cpus')}")
     print(json.dumps(r, sort_keys=True))
+
+
+def _print_passes(how: str, e: dict[str, Any]) -> None:
+    one, many = e.get("single_client") or {}, e.get("concurrent") or {}
+    print(f"endpoint {how}, 1 client: {one.get('ok')} ok = {one.get('requests_per_s')} req/s; latency ms "
+          f"{one.get('latency_ms')}; overhead over the store {e.get('endpoint_overhead_ms')}")
+    print(f"endpoint {how}, {many.get('clients')} clients: {many.get('ok')} ok of {many.get('requests')} in "
+          f"{many.get('duration_s')} s = {many.get('requests_per_s')} req/s; latency ms {many.get('latency_ms')} "
+          f"max {many.get('latency_ms_max')}; errors {many.get('errors') or 'none'}")
+    print(f"  replica ms p50 {many.get('server_ms_p50')}; batch size mean {many.get('batch_size_mean')} "
+          f"max {many.get('batch_size_max')}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,5 +1,6 @@
 """Ray Serve's own floor on this machine: what an HTTP request through Serve's proxy and router to a replica that
-answers at once costs, beside the same request to a bare HTTP server in this process.
+answers at once costs, beside the same request to the replica's own port (direct ingress, serving/ingress.py) and to
+a bare HTTP server in this process.
 
 Why: issue 24 asks that the endpoint add at most 10 ms p50 over the store. The endpoint's time outside the replica
 is Serve's HTTP proxy, its router and the hand-off (jobs.bench.serve measures it as client p50 minus replica p50).
@@ -62,9 +63,15 @@ def bare_http(n: int) -> dict[str, float]:
         srv.server_close()
 
 
-def serve_noop(n: int, cpus: int, replica_cpus: float) -> dict[str, float]:
+def serve_noop(n: int, cpus: int, replica_cpus: float, direct: bool = False) -> dict[str, float]:
+    """One client's latency to a no-op Serve app: through the proxy, or (``direct``) to the replica's own port."""
     import ray
     from ray import serve
+
+    from chunker.config import Config
+    from serving.ingress import controller_options, replica_urls
+
+    cfg = Config.model_validate({"serve": {"direct_ingress": direct}})
 
     @serve.deployment(ray_actor_options={"num_cpus": replica_cpus})
     class Noop:
@@ -78,9 +85,11 @@ def serve_noop(n: int, cpus: int, replica_cpus: float) -> dict[str, float]:
         # address="local": a cluster of its own, never one another process started with `ray start`.
         ray.init(address="local", num_cpus=cpus, include_dashboard=False, log_to_driver=False)
     try:
-        serve.start(http_options={"host": "127.0.0.1", "port": port})
-        serve.run(Noop.bind(), route_prefix="/v1/query")
-        return _timed(lambda: _post(f"http://127.0.0.1:{port}/v1/query"), n)
+        # A Serve of its own (shut down below): the controller reads the direct-ingress flag only when it starts.
+        serve.start(http_options={"host": "127.0.0.1", "port": port}, controller_options=controller_options(cfg))
+        serve.run(Noop.bind(), name="floor", route_prefix="/v1/query")
+        url = replica_urls("floor", "127.0.0.1")[0] if direct else f"http://127.0.0.1:{port}/v1/query"
+        return _timed(lambda: _post(url), n)
     finally:
         serve.shutdown()
         if started:
@@ -96,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.requests < 1:
         p.error("--requests must be >= 1")
     rows = {"bare HTTP server, this process": bare_http(args.requests),
-            "no-op Serve app (proxy, router, replica)": serve_noop(args.requests, args.cpus, args.replica_cpus)}
+            "no-op Serve app (proxy, router, replica)": serve_noop(args.requests, args.cpus, args.replica_cpus),
+            "no-op Serve app, direct ingress (the replica's own port)":
+                serve_noop(args.requests, args.cpus, args.replica_cpus, direct=True)}
     print(f"| 1 client, {args.requests} requests | p50 ms | p95 ms | p99 ms |\n| --- | --- | --- | --- |")
     for name, r in rows.items():
         print(f"| {name} | {r['p50']:.1f} | {r['p95']:.1f} | {r['p99']:.1f} |")
