@@ -77,6 +77,8 @@ def test_tiny_run_reports_store_single_and_concurrent_latency(capsys: pytest.Cap
         assert m["endpoint_overhead_ms"]["p50"] == round(one["latency_ms"]["p50"] - d["retrieval_ms"]["p50"], 1)
         # The same passes straight to the replica's own port (direct ingress, on by default in the bench), answered
         # by the same replica under the same route prefix, without the proxy.
+        # Per request: the client's latency minus the replica's own embedding and store time, never negative.
+        assert 0 < one["endpoint_own_ms"]["p50"] < one["latency_ms"]["p50"]
         di = m["direct_ingress"]
         assert di["base"].endswith(f"/{mode}") and di["base"].split(":")[2] != m["base"].split(":")[2]
         assert di["single_client"]["ok"] > 0 and not di["single_client"]["errors"]
