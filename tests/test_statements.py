@@ -86,6 +86,35 @@ def test_identity_from_the_cover_and_running_lines(statement, tmp_path: Path) ->
     assert document_identity(str(tmp_path / "blank.pdf"), 1) == ""
 
 
+def test_the_issuer_set_at_body_size_joins_the_identity(tmp_path: Path) -> None:
+    from fpdf import FPDF
+
+    # A cover where every line has one size, so no title block stands out: the issuer is the line that is a name
+    # with a legal form. Prose that ends in "company" is not a name; a later legal name is not the issuer.
+    pdf = FPDF()
+    pdf.set_font("Helvetica", size=11)
+    for n in range(3):
+        pdf.add_page()
+        lines = ["UNITED STATES SECURITIES AND EXCHANGE COMMISSION", "FORM 10-K",
+                 "For the fiscal year ended May 31, 2020", "We sell through stores run by the company",
+                 "NORTHWIND FOODS, INC.", "Delaware 41-0274440", "Contoso Bank plc"] if n == 0 else \
+                [f"Page {n + 1} of the annual report: net sales rose in every segment this year."]
+        for line in lines:
+            pdf.cell(0, 8, line, new_x="LMARGIN", new_y="NEXT")
+    path = tmp_path / "cover.pdf"
+    pdf.output(str(path))
+    identity = document_identity(str(path), 3)
+    assert "NORTHWIND FOODS, INC." in identity and "For the fiscal year ended May 31, 2020" in identity
+    assert "Contoso" not in identity and "the company" not in identity
+    # Without a legal name on the first page there is no issuer part, and nothing else changes.
+    plain = FPDF()
+    plain.set_font("Helvetica", size=11)
+    plain.add_page()
+    plain.cell(0, 8, "Pump service manual, revised March 3, 2021", new_x="LMARGIN", new_y="NEXT")
+    plain.output(str(tmp_path / "plain.pdf"))
+    assert document_identity(str(tmp_path / "plain.pdf"), 1) == "March 3, 2021"
+
+
 # -- header rules on hand-built rows -----------------------------------------------------------------------------
 def _row(y: float, *cells: tuple[str, float, float], size: float = 8.0) -> Row:
     return Row([Seg(t, a, b, 0) for t, a, b in cells], y, y + size * 0.8, size, True)

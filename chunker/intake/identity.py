@@ -5,6 +5,9 @@ Found once per document at intake, from its text layer, and carried by every chu
 identity"). Three generic sources, none tied to a form or a company:
 
 * the title block: the lines of the first page set clearly larger than its body text, in reading order;
+* the issuer: the first line of the first page that is a name with a legal form ("CVS HEALTH CORPORATION",
+  "General Mills, Inc.", "Amcor plc"), when the title block does not already hold it: many filings set the issuer's
+  name at their body size, where the title block cannot see it;
 * the period: the first phrase on the first pages that names a period or date ("For the Quarterly Period Ended
   December 31, 2022", "fiscal year ended January 28, 2023", "Date of Report ...: July 1, 2022"), else the first
   full date;
@@ -110,6 +113,9 @@ def compose(first: PageText | None, front: list[str], bands: list[list[str]], me
     parts: list[str] = title_block(first) if first is not None else []
     if not parts and _telling_title(meta_title):
         parts.append(meta_title)
+    issuer = issuer_line(first) if first is not None else ""
+    if issuer:
+        parts.append(issuer)
     period = find_period(front)
     if period:
         parts.append(period)
@@ -157,6 +163,27 @@ def title_block(page: PageText, max_lines: int = 4) -> list[str]:
             out.append(ln.text)
         last = ln
     return out
+
+
+# Legal forms that end a company's name; generic company law, no list of companies or forms.
+_LEGAL_FORM = re.compile(
+    r"(?:,?\s+(?:inc|incorporated|corporation|corp|company|co|plc|ltd|limited|llc|l\.l\.c|l\.p|lp|n\.v|s\.a|ag|se|"
+    r"gmbh|s\.p\.a|holdings))\.?$", re.I)
+_NAME_WORD = re.compile(r"^(?:[A-Z0-9&][\w&.,'’-]*|of|and|the|de|&)$")
+
+
+def issuer_line(page: PageText) -> str:
+    """The first line of ``page`` (top to bottom) that is a short name ending in a legal form, "" when none: the
+    issuer of a filing, a report or a release. A line with sentence words in it (lowercase words other than
+    "of", "and", "the") is prose that happens to end in "company", not a name."""
+    for ln in sorted(page.lines, key=lambda ln: (ln.y0, ln.x0)):
+        text = ln.text.strip(" ;:|·-–—")
+        words = text.rstrip(".").split()
+        # The legal form itself may be lowercase ("plc"); the words before it are capitalised or name joiners.
+        if 2 <= len(words) <= 7 and _LEGAL_FORM.search(text.rstrip(".")) and \
+                all(_NAME_WORD.match(w) for w in words[:-1]):
+            return text
+    return ""
 
 
 def find_period(texts: list[str]) -> str:
