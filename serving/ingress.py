@@ -13,7 +13,9 @@ import, so it must be in those processes' environment: the controller gets it th
 inherit its runtime environment (tests/test_serving.py shows an app deployed without the option answering on a
 port of its own). A cluster's own long-lived Serve needs the variable at ``ray start`` on every node instead.
 The replicas' addresses come from the controller's ``get_target_groups`` (ray/serve/_private/controller.py), the
-list Serve's own HAProxy mode routes by; it is not a public API, so a failure to read it is reported, not raised.
+list Serve's own HAProxy mode routes by; it is not a public API, so a failure to read it becomes a
+:class:`DirectIngressError` that says what failed, not a traceback from inside Ray. With the flag on, Serve runs its
+HTTP proxy on the head node only (the controller sets ``HeadOnly``), and that proxy keeps answering on serve.port.
 """
 
 from __future__ import annotations
