@@ -20,7 +20,7 @@ import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from jobs.bench.serve import free_port, percentiles
+from jobs.bench.serve_http import free_port, percentiles
 
 BODY = json.dumps({"query": "how do I file a warranty claim", "k": 5}).encode()
 
