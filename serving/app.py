@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> None:
     if cfg.serve.direct_ingress:
         try:
             urls = replica_urls("query", None if host in ("0.0.0.0", "::") else host)
-            logger.info("replicas answer directly at %s", ", ".join(urls) or "(none yet)")
+            logger.info("replicas answer directly at %s", ", ".join(urls))
         except DirectIngressError as exc:
             logger.warning("%s", exc)
     while True:  # what serve.run(blocking=True) does: keep the driver (and so the app) alive until interrupted
