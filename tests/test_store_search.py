@@ -104,9 +104,8 @@ def test_configured_index_is_built_and_searched(lite_root: Path, index_type: str
         assert len(hits) == 10 and hits[0]["chunk_id"] == "d1-7"
         params = s._dense_search_params(10)
         assert params["metric_type"] == "COSINE"
-        # Lite's AUTOINDEX is an HNSW graph: milvus.hnsw_ef reaches it as it reaches HNSW.
-        assert params.get("params") == {"HNSW": {"ef": 10}, "IVF_FLAT": {"nprobe": 4}, "IVF_SQ8": {"nprobe": 4},
-                                        "AUTOINDEX": {"ef": 10}}.get(index_type)
+        assert params.get("params") == {"HNSW": {"ef": 10}, "IVF_FLAT": {"nprobe": 4}, "IVF_SQ8": {"nprobe": 4}}.get(
+            index_type)
     finally:
         s.drop()
         s.close()

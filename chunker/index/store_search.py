@@ -138,12 +138,8 @@ class ChunkSearch:
 
     def _dense_search_params(self, limit: int) -> dict[str, Any]:
         # On Lite the HNSW lookup is ~1 ms of a search (ef buys little there); on a server ef / nprobe /
-        # search_list trade recall for latency. FLAT takes none, nor does a server's AUTOINDEX (it tunes itself).
-        # Lite's AUTOINDEX is a faiss HNSW graph (milvus_lite/index/factory.py) searched at ef 64 unless told
-        # (milvus_lite/index/faiss_hnsw.py), so milvus.hnsw_ef applies to it too: without it an approximate dense
-        # leg, whose neighbours depend on insertion order, could not be made near-exact on the default index.
-        kind = "HNSW" if self.lite and self.index_type == "AUTOINDEX" else self.index_type
-        params = index_search_params(self.cfg, kind, limit)
+        # search_list trade recall for latency. AUTOINDEX and FLAT take none.
+        params = index_search_params(self.cfg, self.index_type, limit)
         return {"metric_type": self.cfg.metric, **({"params": params} if params else {})}
 
     def fetch(self, chunk_ids: list[str], fields: list[str] | None = None) -> dict[str, dict[str, Any]]:
