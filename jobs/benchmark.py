@@ -4,6 +4,7 @@
     python -m jobs.benchmark stages [--quick] [--output DIR]     # CPU stages, embedding, ours vs naive end to end
     python -m jobs.benchmark serve [serve_bench args]            # query endpoint load (jobs.bench.serve)
     python -m jobs.benchmark serve-floor [--requests N]          # Ray Serve's own per-request floor here
+    python -m jobs.benchmark lite-floor --db DIR                 # Milvus Lite's per-search floor, hybrid vs dense
     python -m jobs.benchmark dryrun [--size quick]               # driver, ledger, plan stage, Milvus load ceilings
     python -m jobs.benchmark --config configs/qwen2.5-vl-7b.yaml --gpu-hour-usd 2.5   # real vLLM engines (GPU)
 
@@ -67,6 +68,10 @@ def main(argv: list[str] | None = None) -> int:
         from jobs.bench import serve_floor
 
         return serve_floor.main(argv[1:])
+    if argv and argv[0] == "lite-floor":
+        from jobs.bench import lite_floor
+
+        return lite_floor.main(argv[1:])
     if argv and argv[0] == "serve":
         from jobs.bench import serve as serve_bench
 
