@@ -14,9 +14,10 @@ import pytest
 from chunker.config import Config
 from chunker.contract import figure_row_sentence, parse_markdown, row_labelled
 from chunker.convert.pdf_text.aligned import BodyRow, Column, Row, Seg
-from chunker.convert.pdf_text.colheads import _paths, label_paths
+from chunker.convert.pdf_text.colheads import _body_rows, _paths, label_paths
 from chunker.intake.identity import document_identity
 from chunker.run.local import process_document_async
+from scaled_pdf import write_scaled
 from statement_pdf import write_statement
 
 
@@ -115,9 +116,57 @@ def test_the_issuer_set_at_body_size_joins_the_identity(tmp_path: Path) -> None:
     assert document_identity(str(tmp_path / "plain.pdf"), 1) == "March 3, 2021"
 
 
+@pytest.mark.parametrize("how", ["tm", "cm"])
+def test_text_reporting_fifty_times_its_size_still_splits_into_columns(tmp_path: Path, how: str) -> None:
+    """Some filings printed from HTML draw 8-point type as 400-point type through a 0.02 matrix, and pdfium reports
+    400: measured in such ems no gap between two figures is a gap, so a statement's columns ran together
+    ("4,310,934 3,726,307" under "Column 2"). The page's sizes are read off its glyphs instead."""
+    import pypdfium2 as pdfium
+
+    from chunker.convert.pdf_text.textlayer import read_page
+
+    pdf = write_scaled(tmp_path / f"scaled-{how}.pdf", how=how)
+    doc = pdfium.PdfDocument(str(pdf))
+    try:
+        page = read_page(doc[0], 1)
+    finally:
+        doc.close()
+    sizes = {ln.text: ln.size for ln in page.lines}
+    assert all(5.0 < s < 14.0 for s in sizes.values()), sizes
+    assert sizes["CONSOLIDATED BALANCE SHEETS"] > sizes["As of December 31,"]  # relative sizes are kept
+    assert max(page.sizes, key=page.sizes.__getitem__) < 14.0  # the page's size census too (body size)
+
+    result = asyncio.run(process_document_async(pdf, Config()))
+    rows = _rows(result)
+    cash = rows["Current assets > Cash and cash equivalents"]
+    assert "As of December 31, 2017: 2,822,795" in cash and "As of December 31, 2016: 1,467,576" in cash
+    assert "in thousands, except share and per share data" in cash
+    assert "As of December 31, 2016: 13,586,610" in rows["Total assets"]
+    assert not any("Column 2" in r for r in rows.values())
+
+
 # -- header rules on hand-built rows -----------------------------------------------------------------------------
 def _row(y: float, *cells: tuple[str, float, float], size: float = 8.0) -> Row:
     return Row([Seg(t, a, b, 0) for t, a, b in cells], y, y + size * 0.8, size, True)
+
+
+def test_a_row_label_wrapped_over_three_lines_is_one_label_not_a_section() -> None:
+    cols = [Column(470, 440), Column(540, 510)]
+    rows = [_row(100, ("Stockholders' equity:", 20, 95)),
+            _row(112, ("Common stock, $0.001 par value; 4,990,000,000 shares authorized at December 31,", 37, 410)),
+            _row(124, ("2016, respectively; 433,392,686 and 430,054,212 issued and outstanding at", 37, 390)),
+            _row(136, ("December 31, 2016, respectively", 37, 160), ("1,871,396", 470, 505), ("1,599,762", 540, 575)),
+            _row(148, ("Retained earnings", 37, 100), ("1,731,117", 470, 505), ("1,128,603", 540, 575))]
+    body = _body_rows(rows, cols, [], 8.0)
+    assert [b.label for b in body] == [
+        "Stockholders' equity:",
+        "Common stock, $0.001 par value; 4,990,000,000 shares authorized at December 31, 2016, respectively; "
+        "433,392,686 and 430,054,212 issued and outstanding at December 31, 2016, respectively",
+        "Retained earnings"]
+    assert body[1].values == ["1,871,396", "1,599,762"]
+    paths = [(p, r.label) for p, r in label_paths(body)[0]]
+    # The wrapped label's first line is not a section over the rows after it.
+    assert paths[-1] == (["Stockholders' equity:"], "Retained earnings")
 
 
 def test_spanning_label_goes_to_each_column_it_sits_over() -> None:

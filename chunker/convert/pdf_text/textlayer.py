@@ -186,6 +186,12 @@ class _FontCache:
 
 
 _MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see _finish)
+# Above this many times its line's glyph height a reported size is not what the page shows either: some filings
+# printed from HTML report 416 for 8-point type (their text matrix scales it down). Text as printed has a size
+# 1.0-2.1x the height of its line's glyph boxes (measured over the 31 financebench-dev filings and CloudWay), so
+# the two cases are far apart. _TYPICAL_RATIO is that ratio's usual value, what an oversized page is scaled to.
+_OVERSIZE = 4.0
+_TYPICAL_RATIO = 1.4
 
 
 def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: int, vis: int,
@@ -275,8 +281,7 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                 # A character outside the current line's band starts a new line even without a break char.
                 if mid < cur.y0 - 1 or mid > cur.y1 + 1:
                     flush()
-                elif x0 - cur.xs1[-1] > 1.0 * (size if size >= _MIN_SIZE else max(size, (y1 - y0) / 0.7)) \
-                        and not cur.chars[-1].isspace():
+                elif x0 - cur.xs1[-1] > _gap_size(size, y1 - y0, cur.y1 - cur.y0) and not cur.chars[-1].isspace():
                     cur.chars.append(" ")
                     cur.xs0.append(cur.xs1[-1])
                     cur.xs1.append(x0)
@@ -305,4 +310,36 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
     for ln in lines:
         if ln.y1 < ln.y0:  # characters without boxes: keep the line, give it a harmless place
             ln.y0 = ln.y1 = 0.0
-    return PageText(page_no, width, height, lines, visible, page_sizes)
+    return PageText(page_no, width, height, lines, visible, _rescale_oversized(lines, page_sizes))
+
+
+def _gap_size(size: float, glyph_h: float, line_h: float) -> float:
+    """The size a gap between two characters of a line is measured against (a gap wider than it is a space):
+    the reported size unless the page cannot mean it (see _MIN_SIZE, _OVERSIZE), then one read off the glyphs."""
+    if size < _MIN_SIZE:
+        return max(size, glyph_h / 0.7)
+    if line_h >= _MIN_SIZE and size > _OVERSIZE * line_h:
+        return line_h / 0.7
+    return size
+
+
+def _rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[float, int]:
+    """Every size of a page whose text reports sizes many times its glyphs' height, scaled to what the glyphs
+    show; the page's other sizes unchanged. Relative sizes (a heading over the body) are kept; what this restores
+    is every measure in ems: the gap between two cells of a table row (0.8 em), a word space."""
+    ratios = [ln.size / (ln.y1 - ln.y0) for ln in lines
+              if ln.size > 0 and ln.y1 - ln.y0 >= _MIN_SIZE and sum(c.isalnum() for c in ln.chars) >= 4]
+    if not ratios:
+        return page_sizes
+    ratios.sort()
+    median = ratios[len(ratios) // 2]
+    if median <= _OVERSIZE:
+        return page_sizes
+    k = _TYPICAL_RATIO / median
+    for ln in lines:
+        ln.size = round(ln.size * k, 1)
+    scaled: dict[float, int] = {}
+    for size, n in page_sizes.items():
+        key = round(size * k, 1)
+        scaled[key] = scaled.get(key, 0) + n
+    return scaled

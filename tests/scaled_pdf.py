@@ -1,0 +1,61 @@
+"""A generated balance sheet whose text reports a font size fifty times what the page shows, as some filings printed
+from HTML do: each run is set at 400-odd points and drawn through a 0.02 text matrix (``Tm``) or a 0.02
+transformation (``cm``), so its glyphs stand 8 points tall and pdfium reports 400. Written by hand (fpdf2 has no
+scaled text): a minimal PDF with the Helvetica core font, fixed bytes every time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SCALE = 0.02
+HEIGHT = 800
+# (x, y from the top, size in points as shown, text)
+BALANCE_SHEET = [
+    (230, 60, 9, "CONSOLIDATED BALANCE SHEETS"),
+    (220, 74, 8, "(in thousands, except share and per share data)"),
+    (480, 100, 7, "As of December 31,"),
+    (470, 114, 7, "2017"),
+    (540, 114, 7, "2016"),
+    (40, 130, 8, "Current assets:"),
+    (55, 144, 8, "Cash and cash equivalents"), (470, 144, 8, "2,822,795"), (540, 144, 8, "1,467,576"),
+    (55, 158, 8, "Other current assets"), (470, 158, 8, "536,245"), (540, 158, 8, "260,202"),
+    (55, 172, 8, "Total current assets"), (470, 172, 8, "7,669,974"), (540, 172, 8, "5,720,291"),
+    (40, 190, 8, "Property and equipment, net"), (470, 190, 8, "319,404"), (540, 190, 8, "250,395"),
+    (40, 204, 8, "Total assets"), (470, 204, 8, "19,012,742"), (540, 204, 8, "13,586,610"),
+]
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+
+
+def write_scaled(path: Path, items: list[tuple[float, float, float, str]] = BALANCE_SHEET, how: str = "tm") -> Path:
+    """``how``: "tm" scales through the text matrix, "cm" through the graphics state; pdfium reports 400-odd for
+    both."""
+    ops = []
+    for x, y, size, text in items:
+        tf = f"/F1 {size / SCALE:.0f} Tf"
+        if how == "tm":
+            ops.append(f"BT {tf} {SCALE} 0 0 {SCALE} {x} {HEIGHT - y} Tm ({_escape(text)}) Tj ET")
+        else:
+            ops.append(f"q {SCALE} 0 0 {SCALE} {x} {HEIGHT - y} cm BT {tf} 0 0 Td ({_escape(text)}) Tj ET Q")
+    content = "\n".join(ops).encode()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 %d] /Resources << /Font << /F1 4 0 R >> >> "
+        b"/Contents 5 0 R >>" % HEIGHT,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+    ]
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    path.write_bytes(bytes(out))
+    return path
