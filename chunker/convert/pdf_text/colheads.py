@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 
 from chunker.contract import UNIT
-from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Column, Row, Seg, column_index,
+from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Cells, Column, Row, Seg, column_index,
                                               columns_of, find_regions, read_cells, split_label, visual_rows)
 from chunker.convert.pdf_text.textlayer import PageText
 
@@ -25,6 +25,7 @@ _OPEN_END = re.compile(r"(?:,|\bended|\bending|\bof|\bat|\bas of|\bfor|\bthe|\b(
 _CONNECTIVE_END = re.compile(r"(?:,|-|\band|\bor|\bof|\bto|\bfor|\bthe|\bin|\bfrom|\bon|\bwith|\bby|\bat|\bnet of)$",
                              re.I)
 _MAX_HEADER_ROWS = 6
+_MAX_WRAP_LINES = 4  # lines of one wrapped row label, the figure row included
 
 
 def is_unit(text: str) -> bool:
@@ -283,10 +284,28 @@ def _unit_above(rows: list[Row], head_top: int, size: float) -> str:
     return ""
 
 
+def _wraps(line: Cells, nxt: Cells) -> bool:
+    """The label of ``line`` goes on in the row below: it ends on a connective, or the next label starts lower case
+    or is missing."""
+    return bool(_CONNECTIVE_END.search(line.label)) or nxt.label[:1].islower() or not nxt.label
+
+
+def _runs_on(cells: list[Cells], k: int, lines: int = _MAX_WRAP_LINES) -> bool:
+    """Label-only row ``k`` is the start of a label wrapped over label-only rows onto a figure row below (a
+    statement's "Common stock, $0.001 par value; ... authorized at December 31," over three lines), each line
+    wrapping onto the next; not a section label."""
+    for j in range(k + 1, min(len(cells), k + 1 + lines)):
+        if not _wraps(cells[j - 1], cells[j]):
+            return False
+        if cells[j].figures:
+            return True
+    return False
+
+
 def _body_rows(rows: list[Row], columns: list[Column], text_cuts: list[float], size: float) -> list[BodyRow]:
     """Rows with their values by column, and their label split into the text columns starting at ``text_cuts``.
     A label-only row that wraps onto the next row's label (the next label starts lower case, or this one ends on
-    a connective) is joined to it, column by column."""
+    a connective), over label-only lines too, is joined to it, column by column."""
     cells = [read_cells(r) for r in rows]
     out: list[BodyRow] = []
     carry: list[Seg] = []  # a wrapped label's first lines
@@ -296,9 +315,7 @@ def _body_rows(rows: list[Row], columns: list[Column], text_cuts: list[float], s
             indent = c.label_x0
         segs = carry + c.label_segs
         if not c.figures:
-            nxt = cells[k + 1] if k + 1 < len(cells) else None
-            if nxt is not None and nxt.figures and (_CONNECTIVE_END.search(c.label) or
-                                                    (nxt.label[:1].islower()) or not nxt.label):
+            if _runs_on(cells, k):
                 carry = segs
                 continue
             parts = split_label(segs, text_cuts, size)
