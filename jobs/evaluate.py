@@ -53,8 +53,9 @@ def score_system(cfg: Config, store: Any, embedder: Any, queries: list[dict[str,
     scores, dump = [], []
     for q in queries:
         res = retriever.search(q["question"], k=k)
-        # Scored on what the reader gets: a short hit with its context (retrieval.context_below_chars).
-        hits = [RankedHit(h.source, h.reading_text, h.page_start, h.page_end) for h in res.hits]
+        # Scored on what the reader gets: a short hit with its context (retrieval.context_below_chars), text and
+        # pages alike (the context may run on to the next page).
+        hits = [RankedHit(h.source, h.reading_text, h.page_start, h.reading_page_end) for h in res.hits]
         s = score_question(q["qid"], q["type"], hits, q["evidence"], q.get("answer", ""))
         scores.append(s)
         dump.append({**asdict(s), "top": [h.source for h in res.hits[:5]]})

@@ -38,7 +38,7 @@ def read_queries(path: str) -> Iterator[dict[str, str]]:
 def hit_json(hit: object) -> dict[str, object]:
     d = asdict(hit)  # type: ignore[call-overload]
     keys = ("chunk_id", "score", "source", "doc_id", "page_start", "page_end", "breadcrumb", "text", "modality",
-            "identity", "context")
+            "identity", "context", "context_page_end")
     return {k: d[k] for k in keys if k in d}
 
 

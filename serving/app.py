@@ -311,7 +311,7 @@ class QueryService:
             HitOut(
                 rank=h.rank, score=float(h.score), chunk_id=h.chunk_id, text=h.text, breadcrumb=h.breadcrumb,
                 source=h.source, doc_id=h.doc_id, page_start=h.page_start, page_end=h.page_end, modality=h.modality,
-                identity=h.identity, context=h.context,
+                identity=h.identity, context=h.context, context_page_end=h.context_page_end,
             )
             for h in result.hits
         ]

@@ -68,6 +68,10 @@ class HitOut(BaseModel):
         "", description="For a short hit: the chunks that follow it in its section, verbatim, in order (read it "
         "after text); empty otherwise (retrieval.context_below_chars)."
     )
+    context_page_end: int = Field(
+        0, description="The last page the context reaches (1-based; 0 without context): text and context together "
+        "span page_start to max(page_end, context_page_end)."
+    )
 
 
 class Timings(BaseModel):

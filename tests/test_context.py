@@ -66,11 +66,14 @@ def test_a_short_hit_is_read_with_what_follows_it_in_its_section(store):
     assert intro.context_chunk_ids == [_corpus()[1].chunk_id, _corpus()[2].chunk_id]
     assert intro.reading_text == f"{intro.text}\n\n{SWAPS}\n\n{FORWARDS}"
     assert intro.text.endswith(INTRO) and (intro.page_start, intro.page_end) == (85, 85), "the hit itself unchanged"
+    # The context runs on to page 86: what the reader gets spans 85-86, and says so.
+    assert intro.context_page_end == 86 and intro.reading_page_end == 86
     for h in hits:
         if len(h.text) >= 250:
             assert h.context == "", "a hit long enough is read alone"
     short_b = next(h for h in hits if h.chunk_id.startswith("b-0000"))
     assert short_b.context == "", "the chunk after it opens another section: not its context"
+    assert short_b.context_page_end == 0 and short_b.reading_page_end == short_b.page_end == 3
     # The whole answer is one store query more, not one per hit: the ranking is the same with context off.
     off = _retriever(store, context_below_chars=0).search("notional amounts of derivative instruments table", k=6)
     assert [h.chunk_id for h in off.hits] == [h.chunk_id for h in hits]

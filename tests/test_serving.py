@@ -24,7 +24,7 @@ from milvus_lite_server import free_port  # tests/ is on sys.path under pytest
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 HIT_FIELDS = {"rank", "score", "chunk_id", "text", "breadcrumb", "source", "doc_id", "page_start", "page_end", "modality",
-              "identity", "context"}
+              "identity", "context", "context_page_end"}
 
 CHUNKS: list[tuple[str, str, str, int, str]] = [
     # chunk_id, breadcrumb, text, page, modality
@@ -124,6 +124,7 @@ def test_good_query_returns_hits_with_all_fields(http: Any) -> None:
     assert top["chunk_id"] == "c-pump"
     assert top["breadcrumb"] == "Manual > Maintenance > Pump"
     assert top["context"] == "", "short, but the chunk after it opens another section: no context"
+    assert top["context_page_end"] == 0
     assert (top["source"], top["doc_id"], top["page_start"], top["page_end"]) == ("manuals/pump.pdf", "docmanual01", 3, 3)
     assert "red button" in top["text"]
 

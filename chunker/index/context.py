@@ -7,7 +7,8 @@ financebench-dev a quarter of the top-5 hits were under 300 characters. Merging 
 planning time cost page@5 every time it was tried (QUALITY.md: join_small_sections, table_captions, table_lead_in):
 the small chunk is the better search unit. So the chunks stay as planned and the reader gets more: the chunks that
 follow a short hit in the same document and section (the same breadcrumb, so never across a heading), verbatim and
-in order, until the two hold ``retrieval.context_to_chars``. The hit's rank, score, text and pages are its own.
+in order, until the two hold ``retrieval.context_to_chars``. The hit's rank, score, text and pages are its own;
+the context's last page is reported beside them, so a reader citing what it read cites the pages it came from.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ class RowQuery(Protocol):
 class Context:
     text: str  # the followers' bodies (breadcrumb left out: it is the hit's own), joined by blank lines
     chunk_ids: list[str]
+    page_end: int = 0  # the last page the followers reach (0: unknown): a citation of the context needs it
 
 
 def ordinal(element_id: str) -> tuple[str, int] | None:
@@ -112,5 +114,6 @@ def follow(store: RowQuery, rows: list[dict[str, Any]], below: int, to: int,
     if open_rows:
         _index(_query(store, open_rows), known)
         chains.update({r["chunk_id"]: _chain(r, known, to) for r in open_rows})
-    return {cid: Context("\n\n".join(body(f) for f in found), [f["chunk_id"] for f in found])
+    return {cid: Context("\n\n".join(body(f) for f in found), [f["chunk_id"] for f in found],
+                         max(int(f.get("page_end") or 0) for f in found))
             for cid, (found, _) in chains.items() if found}

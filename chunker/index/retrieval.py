@@ -47,11 +47,17 @@ class Hit:
     # A short hit's followers in its section, verbatim (chunker/index/context.py); "" when it has none.
     context: str = ""
     context_chunk_ids: list[str] = field(default_factory=list)
+    context_page_end: int = 0  # the last page the context reaches (0: no context)
 
     @property
     def reading_text(self) -> str:
         """What a reader gets: the chunk, then its context."""
         return f"{self.text}\n\n{self.context}" if self.context else self.text
+
+    @property
+    def reading_page_end(self) -> int:
+        """The last page of what a reader gets: the context's when it runs on past the chunk's own last page."""
+        return max(self.page_end, self.context_page_end)
 
 
 @dataclass
@@ -385,6 +391,7 @@ class Retriever:
                 modality=r.get("modality") or "text", identity=r.get("identity") or "",
                 context=context[r["chunk_id"]].text if r["chunk_id"] in context else "",
                 context_chunk_ids=context[r["chunk_id"]].chunk_ids if r["chunk_id"] in context else [],
+                context_page_end=context[r["chunk_id"]].page_end if r["chunk_id"] in context else 0,
             )
             for i, r in enumerate(rows)
         ]
