@@ -187,6 +187,11 @@ class RetrievalConfig(_Section):
         "posting lists are the BM25 search's biggest cost on Milvus Lite. At 0.9 CloudWay's mrr@10 moved by one "
         "question (0.915 -> 0.911); at 0.97 no word of the real sets goes (QUALITY.md). 1 turns it off."
     )
+    split_period_tokens: bool = Field(
+        True, description="In the BM25 query, a year glued to its period prefix (\"FY2022\", \"Q22023\") is split "
+        "into two words, so the year matches the filings' \"2022\" (the analyzer makes one token of it, found in no "
+        "chunk). The dense leg embeds the question as asked (chunker/index/period_terms.py; QUALITY.md)."
+    )
     context_below_chars: int = Field(
         250, ge=0, description="A hit shorter than this (a table's intro line, a row or two cut off by a page or size "
         "break) comes with the chunks that follow it in its document and section, in order, as its `context`, until "

@@ -26,6 +26,7 @@ from chunker.index.context import follow
 from chunker.index.embed import Embedder
 from chunker.index.filters import QueryFilters, build_filter
 from chunker.index.fusion import demote_duplicates, fuse_adaptive
+from chunker.index.period_terms import split_periods
 from chunker.index.rerank import CrossEncoderReranker, Reranker, RerankerUnavailable  # noqa: F401 - their home before
 from chunker.index.result_cache import ResultCache, normalise_question
 from chunker.index.store import ChunkStore
@@ -290,6 +291,8 @@ class Retriever:
         kw: dict[str, Any] = {"limit": limit, "filter_expr": expr, "filter_params": params}
         if rc.mode != "dense":
             with _timed(split, "common_terms"):
+                if rc.split_period_tokens:
+                    texts = [split_periods(t) for t in texts]
                 texts = self._terms.prune(texts, self._generation())
         if rc.mode != "hybrid" or rc.fusion != "adaptive":
             with _timed(split, rc.mode):
