@@ -3,7 +3,7 @@
 Why: the BM25 analyzer makes one token of "FY2022", and no chunk holds that token: filings write "2022", "fiscal
 2022", "For the fiscal year ended ... 2022", and our tables write each figure's column path ("Year Ended December
 31, 2022"). The year, the most telling word of such a question (which of a company's filings, which column), then
-counts for nothing in the BM25 leg. Split, it matches as a word of its own. 48 of financebench-dev's 75 questions
+counts for nothing in the BM25 leg. Split, it matches as a word of its own. 47 of financebench-dev's 75 questions
 hold such a token; none of CloudWay's or the generated set's do.
 
 Only the BM25 query is changed: the dense leg embeds the question as asked (measured: the split question embedded
