@@ -24,9 +24,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from chunker.config.index import RetrievalConfig
 from chunker.errors import SetupError
 from chunker.index.collection import ROW_FIELDS
-from chunker.index.common_terms import common_words, prune
+from chunker.index.common_terms import SAMPLE_ROWS, common_words, prune
 from jobs.bench.serve_data import query_bodies
 from jobs.bench.serve_http import percentiles
 
@@ -63,8 +64,11 @@ def _timed(call: Callable[[], Any], n: int) -> dict[str, float]:
 def measure(col: Any, questions: int, limit: int, dim: int) -> dict[str, Any]:
     """p50/p95/p99 ms of each kind of Lite search, one question per call, as the retriever sends them on Lite."""
     bodies = [b for b in query_bodies(max(questions * 2, 20)) if "filters" not in b][:questions]
-    sample = [r["text"] for r in col.query(expr='chunk_id like "%0"', output_fields=["text"], limit=2000)]
-    common = common_words(sample, 0.97)  # retrieval.common_term_share's default: what the retriever drops
+    # What the retriever drops (chunker/index/common_terms.py): the words in common_term_share of the BM25 texts of
+    # a sample of rows (ChunkStore.sample_search_texts takes the same kind of sample through the client).
+    sample = [r["search_text"] for r in col.query(expr='chunk_id like "%0"', output_fields=["search_text"],
+                                                  limit=SAMPLE_ROWS)]
+    common = common_words(sample, RetrievalConfig().common_term_share)
     texts = [prune(b["query"], common) for b in bodies]
     rng = np.random.default_rng(5)
     vecs = rng.standard_normal((len(texts), dim)).astype(np.float32)

@@ -325,7 +325,7 @@ def _gap_size(size: float, glyph_h: float, line_h: float) -> float:
 
 def _rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[float, int]:
     """Every size of a page whose text reports sizes many times its glyphs' height, scaled to what the glyphs
-    show; the page's other sizes unchanged. Relative sizes (a heading over the body) are kept; what this restores
+    show; any other page's sizes as reported. Relative sizes (a heading over the body) are kept; what this restores
     is every measure in ems: the gap between two cells of a table row (0.8 em), a word space."""
     ratios = [ln.size / (ln.y1 - ln.y0) for ln in lines
               if ln.size > 0 and ln.y1 - ln.y0 >= _MIN_SIZE and sum(c.isalnum() for c in ln.chars) >= 4]
