@@ -1,7 +1,10 @@
 """A year glued to its period prefix ("FY2022") split apart in the BM25 query: the rule, and a real Milvus Lite
-collection where only the split query finds the filing of the year asked."""
+collection where only the split query finds the filing of the year asked; a quarter glued in a file name
+("ACME_2023Q2_10Q.pdf") found by a question that writes it apart ("Q2 of FY2023")."""
 
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 
@@ -21,11 +24,11 @@ def test_period_prefixes_and_four_digit_years_are_split_nothing_else():
         assert split_periods(kept) == kept
 
 
-def _chunk(i: int, year: int) -> Chunk:
-    doc = f"annual{year}"
+def _chunk(i: int, year: int, doc: str = "") -> Chunk:
+    doc = doc or f"annual{year}"
     crumb = "Results of Operations"
     text = f"{crumb}\n\nNet revenue for fiscal {year} rose on unit growth in every region ({i})."
-    return Chunk(chunk_id=f"{year}{i:028x}", doc_id=doc, element_ids=[f"{doc}:{i}"], text=text, breadcrumb=crumb,
+    return Chunk(chunk_id=hashlib.md5(f"{doc}:{i}".encode()).hexdigest(), doc_id=doc, element_ids=[f"{doc}:{i}"], text=text, breadcrumb=crumb,
                  page_start=1, page_end=1, modality="text", planner="t", config_hash="h", source=f"{doc}.pdf",
                  source_uri=f"/x/{doc}.pdf")
 
@@ -46,5 +49,24 @@ def test_the_bm25_leg_finds_the_year_only_when_it_is_split(tmp_path):
         scores = {h.doc_id: h.score for h in glued}
         assert len(scores) == 2 and abs(scores["annual2021"] - scores["annual2022"]) < 1e-6, \
             "as one token the year weighs nothing: both years' chunks score alike"
+    finally:
+        store.close()
+
+
+def test_a_quarter_glued_in_the_file_name_is_found_by_a_question_that_writes_it_apart(tmp_path):
+    """Two quarterly filings of one year say the same words; only their file names tell the quarter, glued to
+    the year ("2023Q2"). The question asks for "Q2 of FY2023": the name's split words rank that quarter first."""
+    from chunker.index.collection import source_words
+
+    assert source_words("ACME_2023Q2_10Q.pdf") == "ACME 2023Q2 2023 Q2 10Q 10 Q"
+    assert source_words("Airbus A350.pdf") == "Airbus A350"  # a code that starts with letters stays whole
+    chunks = [_chunk(i, 2023, doc=f"ACME_2023{q}_10Q") for q in ("Q2", "Q3") for i in range(3)]
+    cfg = Config.model_validate({"milvus": {"uri": str(tmp_path / "m.db")}, "retrieval": {"mode": "sparse"}})
+    store = ChunkStore(cfg.milvus, dim=4)
+    try:
+        store.upsert(chunks, np.random.default_rng(0).standard_normal((len(chunks), 4)).astype(np.float32))
+        hits = Retriever(cfg, store=store).search("How did net revenue change in Q2 of FY2023 (10-Q)?", k=6).hits
+        assert [h.doc_id for h in hits] == ["ACME_2023Q2_10Q"] * 3 + ["ACME_2023Q3_10Q"] * 3
+        assert hits[2].score > hits[3].score
     finally:
         store.close()

@@ -16,6 +16,7 @@ import numpy as np
 from chunker.config import MilvusConfig
 from chunker.errors import StoreError
 from chunker.index.params import index_build_params
+from chunker.index.period_terms import split_periods
 from chunker.types import Chunk, safe_text
 
 SCHEMA_VERSION = 2  # 2: the document identity field
@@ -74,9 +75,27 @@ def clip_utf8(text: str, max_bytes: int = MAX_VARCHAR) -> str:
     return raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
+# A number followed by a word in one token of a file name: "2023Q2", "10Q", "8K".
+_NUMBER_THEN_WORD = re.compile(r"(?<=\d)(?=[A-Za-z])")
+
+
 def source_words(source: str) -> str:
-    """A document's file name as words ("filings/BWH_QR_2024-06-30.pdf" -> "BWH QR 2024 06 30")."""
-    return re.sub(r"[\s_.\-]+", " ", PurePath(source).stem).strip() if source else ""
+    """A document's file name as words ("filings/BWH_QR_2024-06-30.pdf" -> "BWH QR 2024 06 30").
+
+    A name token that glues a number to the word after it, or a period prefix to its year, is kept and also
+    written apart: "AMCOR_2023Q2_10Q.pdf" -> "AMCOR 2023Q2 2023 Q2 10Q 10 Q". Why: the analyzer keeps "2023Q2" and
+    "10Q" whole, while a question says "Q2 of FY2023" (split to "Q2 ... FY 2023" for BM25) or "10-Q" ("10", "q"),
+    so the name, often the only place a filing's quarter is written, matched nothing of it. The glued token stays
+    for a question that writes it so; a code that starts with letters ("A350", "HX100") is left whole."""
+    if not source:
+        return ""
+    out = []
+    for word in re.sub(r"[\s_.\-]+", " ", PurePath(source).stem).split():
+        out.append(word)
+        parts = split_periods(_NUMBER_THEN_WORD.sub(" ", word)).split()
+        if len(parts) > 1:
+            out.extend(parts)
+    return " ".join(out)
 
 
 def search_text(chunk: Chunk) -> str:
