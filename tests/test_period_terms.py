@@ -28,9 +28,9 @@ def _chunk(i: int, year: int, doc: str = "") -> Chunk:
     doc = doc or f"annual{year}"
     crumb = "Results of Operations"
     text = f"{crumb}\n\nNet revenue for fiscal {year} rose on unit growth in every region ({i})."
-    return Chunk(chunk_id=hashlib.md5(f"{doc}:{i}".encode()).hexdigest(), doc_id=doc, element_ids=[f"{doc}:{i}"], text=text, breadcrumb=crumb,
-                 page_start=1, page_end=1, modality="text", planner="t", config_hash="h", source=f"{doc}.pdf",
-                 source_uri=f"/x/{doc}.pdf")
+    return Chunk(chunk_id=hashlib.md5(f"{doc}:{i}".encode()).hexdigest(), doc_id=doc, element_ids=[f"{doc}:{i}"],
+                 text=text, breadcrumb=crumb, page_start=1, page_end=1, modality="text", planner="t", config_hash="h",
+                 source=f"{doc}.pdf", source_uri=f"/x/{doc}.pdf")
 
 
 def test_the_bm25_leg_finds_the_year_only_when_it_is_split(tmp_path):

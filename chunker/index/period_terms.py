@@ -6,10 +6,12 @@ Why: the BM25 analyzer makes one token of "FY2022", and no chunk holds that toke
 counts for nothing in the BM25 leg. Split, it matches as a word of its own. 47 of financebench-dev's 75 questions
 hold such a token; none of CloudWay's or the generated set's do.
 
-Only the BM25 query is changed: the dense leg embeds the question as asked (measured: the split question embedded
-moved dense doc@5 on the filings by two questions down, QUALITY.md). Only four-digit years 1900-2099 after the
-period prefixes of financial writing (FY, CY, Q1-Q4, H1-H2, 1Q-4Q, 1H-2H, an apostrophe allowed: "FY'23" is left
-alone, its year has two digits) are split; any other token is left as it is.
+Of the question, only the BM25 query is changed: the dense leg embeds the question as asked (measured: the split
+question embedded moved dense doc@5 on the filings by two questions down, QUALITY.md). The same rule also splits
+file names' words for the BM25 text at load time (:func:`chunker.index.collection.source_words`).
+
+Only four-digit years 1900-2099 after the period prefixes of financial writing (FY, CY, Q1-Q4, H1-H2, 1Q-4Q, 1H-2H,
+an apostrophe allowed: "FY'23" is left alone, its year has two digits) are split; any other token is left as it is.
 """
 
 from __future__ import annotations
