@@ -24,8 +24,15 @@ _TOC_ENTRY = re.compile(r"(\.\s*){4,}\s*\d{1,4}$|(\s\.){3,}\s*\d{1,4}$|\s{2,}\d{
 _DOT_LEADER = re.compile(r"(\.\s*){4,}\s*\d{1,4}$|(\s\.){3,}|…{2,}")
 
 
+_END_NUMBERS = re.compile(r"^(?:#[\s|.,:;–—-]*)+|(?:[\s|.,:;–—-]*#)+$")
+
+
 def _norm(text: str) -> str:
-    return re.sub(r"\s+", " ", re.sub(r"\d+", "#", text.lower())).strip()
+    """A line with its numbers as ``#`` and without the numbers at its ends: a running footer that puts the page
+    number left on even pages and right on odd ones ("44 Verizon 2022 Annual Report" / "Verizon 2022 Annual Report
+    45") is one line repeating on every page, not two lines on half the pages each."""
+    t = re.sub(r"\s+", " ", re.sub(r"\d+", "#", text.lower())).strip()
+    return _END_NUMBERS.sub("", t).strip() or t
 
 
 def _band_lines(page: PageText) -> list[tuple[int, Line]]:
@@ -35,6 +42,13 @@ def _band_lines(page: PageText) -> list[tuple[int, Line]]:
     top = [(i, ln) for i, ln in enumerate(page.lines) if ln.y1 <= page.height * _BAND]
     bottom = [(i, ln) for i, ln in enumerate(page.lines) if ln.y0 >= page.height * (1 - _BAND)]
     return top[:_EDGE_LINES] + bottom[-_EDGE_LINES:]
+
+
+def _end_lines(page: PageText) -> list[tuple[int, Line]]:
+    """The page's first and last line in reading order, wherever they sit: a document printed from HTML ends each
+    page's text with its running footer right under the last paragraph, mid-page ("Pfizer Inc. 2021 Form 10-K 53"
+    at 60 % of the height), and its page number likewise."""
+    return [(i, page.lines[i]) for i in dict.fromkeys((0, len(page.lines) - 1))] if page.lines else []
 
 
 def _repeats(text: str, seen: Counter[str], exact: Counter[str], need: int) -> bool:
@@ -62,18 +76,36 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size
     out: dict[int, set[int]] = {p.page: set() for p in pages}
     seen: Counter[str] = Counter()
     exact: Counter[str] = Counter()
+    seen_ends: Counter[str] = Counter()  # the same over the edge bands and each page's first and last line
+    exact_ends: Counter[str] = Counter()
     bands: dict[int, list[tuple[int, Line]]] = {}
+    ends: dict[int, list[tuple[int, Line]]] = {}
     for p in pages:
         bands[p.page] = _band_lines(p)
+        ends[p.page] = _end_lines(p)
         seen.update({_norm(ln.text) for _, ln in bands[p.page]})
         exact.update({ln.text.strip() for _, ln in bands[p.page]})
+        seen_ends.update({_norm(ln.text) for _, ln in bands[p.page] + ends[p.page]})
+        exact_ends.update({ln.text.strip() for _, ln in bands[p.page] + ends[p.page]})
     need = max(2, math.ceil(0.5 * len(pages)))
+    numbered = _numbered_pages(pages, ends)
     for p in pages:
         numbers = []
         for i, ln in bands[p.page]:
             if is_page_number(ln.text):
                 numbers.append(i)
             elif drop_repeated and len(pages) >= 2 and _repeats(ln.text, seen, exact, need):
+                out[p.page].add(i)
+        for i, ln in ends[p.page]:
+            # A first or last line is furniture by its text alone only where it is what a running line must be:
+            # repeating with a number that changes (the page's), or a number that counts the pages. A line
+            # repeating unchanged there is a table's header row carried to the next page, which is data.
+            if i in out[p.page] or i in numbers:
+                continue
+            if (p.page, i) in numbered:
+                numbers.append(i)
+            elif (drop_repeated and len(pages) >= 2 and exact_ends[ln.text.strip()] < need
+                  and _repeats(ln.text, seen_ends, exact_ends, need)):
                 out[p.page].add(i)
         if drop_repeated and len(pages) == 1 and body_size > 0:
             out[p.page] |= _small_edge_lines(p, bands[p.page], body_size)
@@ -84,6 +116,20 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size
         # row at the top or bottom of the page are cells, not page numbers.
         out[p.page] |= {i for i in numbers if _alone(p, i, out[p.page])}
     return out
+
+
+def _numbered_pages(pages: list[PageText], ends: dict[int, list[tuple[int, Line]]]) -> set[tuple[int, int]]:
+    """(page, line) of the lone numbers among ``ends`` that count the pages: their value minus the page's number is
+    the same on at least a quarter of the pages (and three). A year or a figure left alone at a page's end ("2020",
+    the last cell of a column) does not keep step with the pages."""
+    found: dict[int, list[tuple[int, int]]] = {}
+    for p in pages:
+        for i, ln in ends[p.page]:
+            t = ln.text.strip().strip("-–— ")
+            if t.isdigit() and is_page_number(ln.text):
+                found.setdefault(int(t) - p.page, []).append((p.page, i))
+    least = max(3, math.ceil(0.25 * len(pages)))
+    return {hit for hits in found.values() if len(hits) >= least for hit in hits}
 
 
 def _alone(page: PageText, i: int, furniture: set[int]) -> bool:
