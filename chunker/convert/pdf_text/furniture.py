@@ -70,6 +70,8 @@ def is_page_number(text: str) -> bool:
 def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size: float = 0.0) -> dict[int, set[int]]:
     """Per page (1-based number), indexes of lines that are headers, footers or page numbers.
 
+    Lines in the edge bands are furniture when they repeat over the pages; a page's first and last line in reading
+    order, wherever they sit, only when they repeat with a changing number or count the pages (:func:`_end_lines`).
     A single page cannot show a line repeating; there, with ``body_size`` known, a line in the top band set smaller
     than the body and above all body-size text is a running header, and a small line in the bottom band ending in
     a page label ("... Page 1 of 1") a running footer."""
