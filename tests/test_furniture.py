@@ -3,7 +3,9 @@ HTML put the footer right under each page's last paragraph) or that alternate si
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +20,7 @@ def converter() -> PdfTextConverter:
     return PdfTextConverter(ConverterConfig(pdf_text=PdfTextConfig(ocr=False)), config_hash="t")
 
 
-def _pdf(path: Path, page: "callable", pages: int = PAGES) -> Path:  # type: ignore[valid-type]
+def _pdf(path: Path, page: Callable[[Any, int], None], pages: int = PAGES) -> Path:
     from fpdf import FPDF
 
     pdf = FPDF(format="A4", unit="pt")
@@ -32,10 +34,10 @@ def _pdf(path: Path, page: "callable", pages: int = PAGES) -> Path:  # type: ign
     return path
 
 
-def _body(pdf: "object", n: int) -> None:
+def _body(pdf: Any, n: int) -> None:
     # Pages of different lengths, so whatever follows the body lands at a different height on each page.
     for k in range(3 + 4 * (n % 3)):
-        pdf.cell(0, 16, f"Paragraph line {k} of section {n} says something about the business.",  # type: ignore[attr-defined]
+        pdf.cell(0, 16, f"Paragraph line {k} of section {n} says something about the business.",
                  new_x="LMARGIN", new_y="NEXT")
 
 
@@ -44,9 +46,9 @@ def _md(converter: PdfTextConverter, path: Path, pages: int = PAGES) -> str:
 
 
 def test_footer_right_under_the_last_paragraph_is_furniture(converter: PdfTextConverter, tmp_path: Path) -> None:
-    def page(pdf: "object", n: int) -> None:
+    def page(pdf: Any, n: int) -> None:
         _body(pdf, n)
-        pdf.cell(0, 16, f"Acme Holdings Inc. 2023 Form 10-K {n + 40}", new_x="LMARGIN", new_y="NEXT")  # type: ignore[attr-defined]
+        pdf.cell(0, 16, f"Acme Holdings Inc. 2023 Form 10-K {n + 40}", new_x="LMARGIN", new_y="NEXT")
 
     md = _md(converter, _pdf(tmp_path / "html.pdf", page))
     assert "Form 10-K" not in md, md
@@ -55,27 +57,27 @@ def test_footer_right_under_the_last_paragraph_is_furniture(converter: PdfTextCo
 
 def test_page_numbers_under_the_last_paragraph_go_and_a_lone_year_stays(converter: PdfTextConverter,
                                                                          tmp_path: Path) -> None:
-    def page(pdf: "object", n: int) -> None:
+    def page(pdf: Any, n: int) -> None:
         _body(pdf, n)
         pdf.ln(8)
-        pdf.cell(0, 16, str(n + 2), new_x="LMARGIN", new_y="NEXT")  # type: ignore[attr-defined]
+        pdf.cell(0, 16, str(n + 2), new_x="LMARGIN", new_y="NEXT")
 
     md = _md(converter, _pdf(tmp_path / "numbers.pdf", page))
     lines = md.splitlines()
     assert not any(line.strip() == str(n + 2) for n in range(1, PAGES + 1) for line in lines), md
 
-    def page_with_year(pdf: "object", n: int) -> None:
+    def page_with_year(pdf: Any, n: int) -> None:
         _body(pdf, n)
         if n in (2, 5):  # a year left alone at a page's end: it does not count the pages
             pdf.ln(8)
-            pdf.cell(0, 16, "2020", new_x="LMARGIN", new_y="NEXT")  # type: ignore[attr-defined]
+            pdf.cell(0, 16, "2020", new_x="LMARGIN", new_y="NEXT")
 
     md = _md(converter, _pdf(tmp_path / "year.pdf", page_with_year))
     assert sum(line.strip() == "2020" for line in md.splitlines()) == 2, md
 
 
 def test_footer_that_alternates_sides_is_furniture(converter: PdfTextConverter, tmp_path: Path) -> None:
-    def page(pdf: "object", n: int) -> None:
+    def page(pdf: Any, n: int) -> None:
         _body(pdf, n)
         if n <= 2:
             return  # a cover and a contents page without the footer
@@ -84,7 +86,7 @@ def test_footer_that_alternates_sides_is_furniture(converter: PdfTextConverter, 
         # Even pages carry the number on the left, odd pages on the right: each form alone is on fewer than half
         # of the pages, the footer on all but two.
         text = f"{n} Acme Annual Report 2023" if n % 2 == 0 else f"Acme Annual Report 2023 {n}"
-        pdf.cell(0, 12, text, align="L" if n % 2 == 0 else "R")  # type: ignore[attr-defined]
+        pdf.cell(0, 12, text, align="L" if n % 2 == 0 else "R")
 
     md = _md(converter, _pdf(tmp_path / "alternate.pdf", page, pages=10), pages=10)
     assert "Acme Annual Report" not in md, md
@@ -94,9 +96,9 @@ def test_a_line_repeated_unchanged_at_the_top_of_each_page_is_data(converter: Pd
                                                                    tmp_path: Path) -> None:
     # The first line of every page, below the header band and the same on all of them (a table's header row
     # repeated on each page): nothing tells it from data by its text, so it stays.
-    def page(pdf: "object", n: int) -> None:
+    def page(pdf: Any, n: int) -> None:
         pdf.set_font("Helvetica", "B", 11)
-        pdf.cell(0, 16, "Country overview and entry rules", new_x="LMARGIN", new_y="NEXT")  # type: ignore[attr-defined]
+        pdf.cell(0, 16, "Country overview and entry rules", new_x="LMARGIN", new_y="NEXT")
         pdf.set_font("Helvetica", "", 11)
         _body(pdf, n)
 

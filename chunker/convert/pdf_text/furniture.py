@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable
 
 from chunker.convert.pdf_text.textlayer import Line, PageText
 
@@ -51,6 +52,16 @@ def _end_lines(page: PageText) -> list[tuple[int, Line]]:
     return [(i, page.lines[i]) for i in dict.fromkeys((0, len(page.lines) - 1))] if page.lines else []
 
 
+def _counts(per_page: Iterable[list[tuple[int, Line]]]) -> tuple[Counter[str], Counter[str]]:
+    """On how many pages each line occurs: by :func:`_norm` and exactly (a line counts once per page)."""
+    seen: Counter[str] = Counter()
+    exact: Counter[str] = Counter()
+    for lines in per_page:
+        seen.update({_norm(ln.text) for _, ln in lines})
+        exact.update({ln.text.strip() for _, ln in lines})
+    return seen, exact
+
+
 def _repeats(text: str, seen: Counter[str], exact: Counter[str], need: int) -> bool:
     """A running header/footer: the same line on most pages, or a short line that differs only in its numbers
     ("Chapter 3 - Page 12"). A long sentence that differs only in numbers is body text that happens to start every
@@ -76,19 +87,11 @@ def furniture_lines(pages: list[PageText], drop_repeated: bool = True, body_size
     than the body and above all body-size text is a running header, and a small line in the bottom band ending in
     a page label ("... Page 1 of 1") a running footer."""
     out: dict[int, set[int]] = {p.page: set() for p in pages}
-    seen: Counter[str] = Counter()
-    exact: Counter[str] = Counter()
-    seen_ends: Counter[str] = Counter()  # the same over the edge bands and each page's first and last line
-    exact_ends: Counter[str] = Counter()
-    bands: dict[int, list[tuple[int, Line]]] = {}
-    ends: dict[int, list[tuple[int, Line]]] = {}
-    for p in pages:
-        bands[p.page] = _band_lines(p)
-        ends[p.page] = _end_lines(p)
-        seen.update({_norm(ln.text) for _, ln in bands[p.page]})
-        exact.update({ln.text.strip() for _, ln in bands[p.page]})
-        seen_ends.update({_norm(ln.text) for _, ln in bands[p.page] + ends[p.page]})
-        exact_ends.update({ln.text.strip() for _, ln in bands[p.page] + ends[p.page]})
+    bands = {p.page: _band_lines(p) for p in pages}
+    ends = {p.page: _end_lines(p) for p in pages}
+    seen, exact = _counts(bands.values())
+    # The same over the edge bands and each page's first and last line.
+    seen_ends, exact_ends = _counts(bands[p.page] + ends[p.page] for p in pages)
     need = max(2, math.ceil(0.5 * len(pages)))
     numbered = _numbered_pages(pages, ends)
     for p in pages:
