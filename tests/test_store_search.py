@@ -125,6 +125,39 @@ def test_an_existing_collection_is_searched_with_its_own_index(lite_root: Path) 
         first.close()
 
 
+def test_bm25_parameters_are_the_ones_the_index_scores_with(lite_root: Path) -> None:
+    # Milvus Lite read only a JSON "params" key and used its own k1 (1.5, Milvus' is 1.2) when given flat keys.
+    # With no length normalisation (b = 0) a short and a long chunk that each hold the word once score the same;
+    # with full normalisation the short one scores higher.
+    short, long_ = make_chunks(2)
+    short.text = "refund"
+    long_.text = "refund " + " ".join(f"filler{i}" for i in range(40))
+    scores = {}
+    for b in (0.0, 1.0):
+        s = ChunkStore(MilvusConfig(uri=str(lite_root / "store.db"), bm25_k1=1.2, bm25_b=b), DIM,
+                       collection=f"bm25_b{int(b)}")
+        try:
+            s.upsert([short, long_], vecs(2))
+            built = s.client.describe_index(s.collection, "sparse")
+            assert built["params"] == {"bm25_k1": 1.2, "bm25_b": b}
+            scores[b] = {r["chunk_id"]: r["score"] for r in s.search(None, "refund", mode="sparse", limit=2)}
+        finally:
+            s.drop()
+            s.close()
+    assert scores[0.0][short.chunk_id] == pytest.approx(scores[0.0][long_.chunk_id])
+    assert scores[1.0][short.chunk_id] > 1.5 * scores[1.0][long_.chunk_id]
+
+
+def test_dense_build_parameters_reach_the_index(lite_root: Path) -> None:
+    cfg = MilvusConfig(uri=str(lite_root / "store.db"), index_type="HNSW", hnsw_m=8, hnsw_ef_construction=40)
+    s = ChunkStore(cfg, DIM, collection="hnsw_built")
+    try:
+        assert s.client.describe_index(s.collection, "dense")["params"] == {"M": 8, "efConstruction": 40}
+    finally:
+        s.drop()
+        s.close()
+
+
 def test_index_search_params_follow_milvus_limits() -> None:
     from chunker.index.params import index_build_params, index_search_params
 

@@ -79,6 +79,15 @@ class MilvusConfig(_Section):
     analyzer: Literal["english", "standard", "chinese", "multilingual"] = Field(
         "english", description="Analyzer of the BM25 text field."
     )
+    bm25_k1: float = Field(
+        1.2, ge=1.2, le=2.0, description="BM25 term-frequency saturation of the sparse index (Milvus' range and "
+        "default; given explicitly so Milvus Lite, whose own default is 1.5, scores as a server does). An existing "
+        "collection keeps the value it was built with."
+    )
+    bm25_b: float = Field(
+        0.75, ge=0.0, le=1.0, description="BM25 length normalisation of the sparse index (0: none, 1: full; Milvus' "
+        "default). An existing collection keeps the value it was built with."
+    )
     call_timeout_s: float = Field(
         10.0, gt=0, description="Deadline of one read call (search, query, count, collection checks), retries "
         "included: past it the call fails (a 503 from the query service) instead of waiting on a server that does not "

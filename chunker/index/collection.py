@@ -15,7 +15,7 @@ import numpy as np
 
 from chunker.config import MilvusConfig
 from chunker.errors import StoreError
-from chunker.index.params import index_build_params
+from chunker.index.params import as_index_params, bm25_build_params, index_build_params
 from chunker.index.period_terms import split_periods
 from chunker.types import Chunk, safe_text
 
@@ -152,8 +152,9 @@ def create_collection(client: Any, collection: str, cfg: MilvusConfig, dim: int,
     ))
     index = c.prepare_index_params()
     index.add_index("dense", index_type=cfg.index_type, metric_type=cfg.metric,
-                    params=index_build_params(cfg))
-    index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25")
+                    params=as_index_params(index_build_params(cfg)))
+    index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                    params=as_index_params(bm25_build_params(cfg)))
     for name in SCALAR_INDEXED:
         index.add_index(name, index_type="INVERTED")
     properties = {

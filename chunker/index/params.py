@@ -1,4 +1,5 @@
-"""Dense index parameters in Milvus' names, from the ``milvus.*`` index settings.
+"""Index parameters in Milvus' names, from the ``milvus.*`` index settings, and the form both Milvus and Milvus Lite
+read them in.
 
 Memory per vector of d float32 dimensions (from the index structures, before Milvus' own overheads): FLAT 4d
 bytes; HNSW 4d + ~8M bytes of links (layer 0 keeps 2M neighbour ids of 4 bytes; upper layers add little);
@@ -20,6 +21,24 @@ def index_build_params(cfg: MilvusConfig) -> dict[str, Any]:
     if cfg.index_type in ("IVF_FLAT", "IVF_SQ8"):
         return {"nlist": cfg.ivf_nlist}
     return {}  # FLAT and DISKANN need none; AUTOINDEX picks its own
+
+
+def bm25_build_params(cfg: MilvusConfig) -> dict[str, Any]:
+    """BM25 parameters of the sparse index, always given: Milvus' defaults (k1 1.2, b 0.75) are not Milvus Lite's
+    (k1 1.5, milvus_lite/index/sparse_factory.py), so leaving them out would score BM25 one way in an evaluation on
+    Lite and another on the server it stands for."""
+    return {"bm25_k1": cfg.bm25_k1, "bm25_b": cfg.bm25_b}
+
+
+def as_index_params(params: dict[str, Any]) -> dict[str, Any]:
+    """``params`` for ``IndexParams.add_index`` so that both Milvus and Milvus Lite build with them.
+
+    pymilvus spreads a flat ``params`` dict into one key/value pair each (pymilvus/milvus_client/index.py
+    ``IndexParam``); the Milvus proxy reads those, and a ``params`` key holding JSON too (internal/proxy/
+    task_index.go ``parseIndexParams`` merges both), but Milvus Lite 3.2 reads only the JSON ``params`` key
+    (milvus_lite/adapter/grpc/translators/index.py) and silently built with its own defaults. Nested one level,
+    pymilvus sends that one JSON key, which both read."""
+    return {"params": dict(params)} if params else {}
 
 
 def index_search_params(cfg: MilvusConfig, index_type: str, limit: int) -> dict[str, Any]:
