@@ -24,9 +24,9 @@ def index_build_params(cfg: MilvusConfig) -> dict[str, Any]:
 
 
 def bm25_build_params(cfg: MilvusConfig) -> dict[str, Any]:
-    """BM25 parameters of the sparse index, always given: Milvus' defaults (k1 1.2, b 0.75) are not Milvus Lite's
-    (k1 1.5, milvus_lite/index/sparse_factory.py), so leaving them out would score BM25 one way in an evaluation on
-    Lite and another on the server it stands for."""
+    """BM25 parameters of the sparse index, always given: Milvus' default k1 (1.2) is not Milvus Lite's (1.5,
+    milvus_lite/index/sparse_factory.py), so leaving them out scores BM25 one way in an evaluation on Lite and
+    another on the server it stands for."""
     return {"bm25_k1": cfg.bm25_k1, "bm25_b": cfg.bm25_b}
 
 
