@@ -104,3 +104,26 @@ def test_a_line_repeated_unchanged_at_the_top_of_each_page_is_data(converter: Pd
 
     md = _md(converter, _pdf(tmp_path / "repeat.pdf", page))
     assert md.count("Country overview and entry rules") == PAGES, md
+
+
+def test_the_footer_under_the_last_paragraph_joins_the_identity(tmp_path: Path) -> None:
+    # The identity reads a few pages spread over the document (chunker/intake/identity.py); the running footer sits
+    # under each page's last paragraph, never in the edge bands, and the front matter numbers its pages i, ii, ...
+    from chunker.intake.identity import document_identity
+
+    roman = ["", "ii", "iii", "iv", "v", "vi", "vii"]
+
+    def page(pdf: Any, n: int) -> None:
+        if n == 1:
+            pdf.cell(0, 16, "ACME HOLDINGS INC.", new_x="LMARGIN", new_y="NEXT")
+            pdf.cell(0, 16, "For the fiscal year ended December 31, 2023", new_x="LMARGIN", new_y="NEXT")
+            return
+        _body(pdf, n)
+        number = roman[n - 1] if n < len(roman) + 1 else str(n - len(roman))
+        pdf.cell(0, 16, f"Acme Holdings Inc. 2023 Form 10-K {number}", new_x="LMARGIN", new_y="NEXT")
+
+    path = _pdf(tmp_path / "identity.pdf", page, pages=12)
+    identity = document_identity(str(path), 12)
+    assert "ACME HOLDINGS INC." in identity and "December 31, 2023" in identity
+    assert "Acme Holdings Inc. 2023 Form 10-K" in identity, identity
+    assert "Paragraph line" not in identity, identity

@@ -22,6 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from chunker.convert.pdf_text.furniture import MAX_NUMBERED_FURNITURE
 from chunker.convert.pdf_text.textlayer import Line, PageText, read_page
 from chunker.convert.render import PDFIUM_LOCK
 
@@ -41,6 +42,8 @@ _PERIODS = [re.compile(p, re.I) for p in (
 )]
 _ANY_DATE = re.compile(_DATE, re.I)
 _PAGE_NO = re.compile(r"(?:\bpage\s*)?\b\d{1,4}(?:\s*(?:of|/)\s*\d{1,4})?\s*$|^\s*\d{1,4}\b", re.I)
+# Front matter's page labels ("... 10-K i", "... xiv"): a lower-case numeral up to xxxix ("PART II" and "civil" stay).
+_ROMAN_PAGE_NO = re.compile(r"\s(?=[ivx]+\s*$)x{0,3}(?:ix|iv|v?i{0,3})\s*$")
 _BOILERPLATE = re.compile(r"^(?:table\s+of\s+contents|contents|index|continued|\(continued\))$", re.I)
 
 
@@ -78,7 +81,7 @@ def document_identity(pdf_path: str, num_pages: int, password: str | None = None
                                 front.append(" ".join(ln.text for ln in sorted(read.lines, key=lambda ln: ln.y0)))
                         elif n <= 3:
                             front.append(" ".join(tp.get_text_range().split()))
-                        bands.append(_band_lines(page, tp))
+                        bands.append(_band_lines(page, tp) + _end_lines(tp))
                     finally:
                         if tp is not None:
                             tp.close()
@@ -96,6 +99,16 @@ def _band_lines(page: "pdfium.PdfPage", tp: "pdfium.PdfTextPage") -> list[str]:
     top = tp.get_text_bounded(0, height * (1 - _BAND), width, height)
     bottom = tp.get_text_bounded(0, 0, width, height * _BAND)
     return [ln.strip() for ln in (top + "\n" + bottom).splitlines() if ln.strip()]
+
+
+def _end_lines(tp: "pdfium.PdfTextPage") -> list[str]:
+    """The page's first and last text line in content order, when short enough to be a running line: a document
+    printed from HTML writes its footer right under the page's last paragraph, at whatever height that ends, outside
+    the bands (as the converter's furniture rule, chunker/convert/pdf_text/furniture.py). A long line is body text
+    that happens to open or close pages alike."""
+    lines = [ln.strip() for ln in tp.get_text_range().splitlines() if ln.strip()]
+    ends = [lines[0], lines[-1]] if len(lines) > 1 else lines
+    return [ln for ln in ends if len(ln) <= MAX_NUMBERED_FURNITURE]
 
 
 def _sample(num_pages: int) -> list[int]:
@@ -226,7 +239,7 @@ def running_lines(bands: list[list[str]]) -> list[str]:
     for lines in bands:
         keys = set()
         for line in lines:
-            text = _PAGE_NO.sub("", line).strip(" |·-–—")
+            text = _PAGE_NO.sub("", _ROMAN_PAGE_NO.sub("", line)).strip(" |·-–—")
             if len(text) < 4 or not any(c.isalpha() for c in text) or _BOILERPLATE.match(text):
                 continue
             key = re.sub(r"\d+", "#", text.lower())

@@ -14,7 +14,7 @@ from chunker.convert.pdf_text.textlayer import Line, PageText
 
 _BAND = 0.11  # share of the page height searched for headers/footers at top and bottom
 _EDGE_LINES = 3  # lines per band considered
-_MAX_NUMBERED_FURNITURE = 60  # longest running line whose numbers may change from page to page
+MAX_NUMBERED_FURNITURE = 60  # longest running line whose numbers may change from page to page
 _PAGE_NUMBER = re.compile(
     r"^(?:[-–—]\s*)?(?:page|p\.|seite|página|pagina)?\s*(?:\d{1,4}|[ivxlcdm]{1,6})"
     r"(?:\s*(?:of|/|von|de)\s*\d{1,4})?(?:\s*[-–—])?$",
@@ -70,7 +70,7 @@ def _repeats(text: str, seen: Counter[str], exact: Counter[str], need: int) -> b
         return False  # a date or a figure at the top of a table on every page is data (page numbers go apart)
     if exact[text.strip()] >= need:
         return True
-    return len(text.strip()) <= _MAX_NUMBERED_FURNITURE and seen[_norm(text)] >= need
+    return len(text.strip()) <= MAX_NUMBERED_FURNITURE and seen[_norm(text)] >= need
 
 
 def is_page_number(text: str) -> bool:
