@@ -14,8 +14,10 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
+from contextlib import suppress
 from pathlib import Path
 
+import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -24,8 +26,11 @@ from engine_support import MAX_NUM_SEQS, MAX_SIDE_PX
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODEL_NAME = "tiny-qwen2.5-vl"
-ENGINE_CORE = "EngineCore"  # vLLM titles its core process VLLM::EngineCore (vllm/utils/system_utils.py)
+# vLLM titles its core process VLLM::EngineCore (vllm/utils/system_utils.py); the kernel keeps 15 bytes of it.
+ENGINE_CORE = "EngineCor"
 SHUTDOWN_WAIT_S = 120.0
+# The start-up kill lands this long after the core is first seen: it is loading then (tens of seconds here).
+START_UP_KILL_AFTER_S = 2.0
 
 
 @pytest.fixture(scope="module")
@@ -52,17 +57,26 @@ def _cfg(model_dir: Path, db: Path):
     ])
 
 
+def _comm(pid: int) -> str:
+    """A process's name as the kernel keeps it (``/proc/<pid>/comm``, the title's first 15 bytes: setproctitle,
+    which vLLM and Ray both use, sets it too). Not ``cmdline``: the kernel reads that out of the process's memory,
+    under its memory-map lock, so a read can wait on a process busy mapping memory (vLLM's worker allocating its
+    KV cache); ``comm`` is read without touching the process's memory."""
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:  # gone meanwhile
+        return ""
+
+
 def _engine_cores() -> list:
     """Engine core processes of this runtime's Ray workers (not the session's in-process engine of the other
     tests, whose core is a child of this process)."""
-    import psutil
-
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
-            parent = p.parent()
-            if ENGINE_CORE in " ".join(p.cmdline()) and parent is not None \
-                    and " ".join(parent.cmdline()).startswith("ray::"):
+            # (A killed core stays a zombie until its actor reaps it: not a core any more.)
+            if ENGINE_CORE in _comm(p.pid) and _comm(p.ppid()).startswith("ray::") \
+                    and p.status() != psutil.STATUS_ZOMBIE:
                 out.append(p)
         except psutil.Error:  # gone meanwhile
             continue
@@ -157,9 +171,12 @@ def test_the_conversion_actor_exits_without_a_traceback():
 
 
 class Killer(threading.Thread):
-    """Kills the engine core once while the engine starts (soon after the core appears), then once while a
-    segment converts (as soon as the run folder holds the first segment's start marker, chunker.run.attempts), and
-    notes how long the conversion actor lived on after that second kill."""
+    """Kills the engine core once while the engine starts (a core seen alive for ``START_UP_KILL_AFTER_S``), then
+    once while a segment converts (as soon as the run folder holds the first segment's start marker,
+    chunker.run.attempts), and notes how long the conversion actor lived on after that second kill.
+
+    A core that goes away before it was killed is noted and waited past (the next core is the one killed), and every
+    core seen is kept in ``seen``, so that a run in which the killer could not act says what it saw."""
 
     def __init__(self, out: Path) -> None:
         super().__init__(daemon=True)
@@ -167,28 +184,52 @@ class Killer(threading.Thread):
         self.stop = threading.Event()
         self.killed: list[tuple[str, int]] = []
         self.actor_left_after_s: float | None = None
+        self.t0 = time.monotonic()
+        self.seen: dict[int, list] = {}  # pid -> [parent's title, first seen s, gone at s or None]
 
-    def _kill_first(self, when: str):
+    def _cores(self) -> list:
         cores = _engine_cores()
-        if not cores:
-            return None
-        core, actor = cores[0], cores[0].parent()
+        now = round(time.monotonic() - self.t0, 1)
+        alive = {c.pid for c in cores}
+        for c in cores:
+            if c.pid not in self.seen:
+                with suppress(Exception):
+                    self.seen[c.pid] = [_comm(c.ppid()), now, None]
+        for pid, note in self.seen.items():
+            if pid not in alive and note[2] is None:
+                note[2] = now
+        return cores
+
+    def _kill(self, when: str, core):
+        actor = core.parent()
         core.send_signal(signal.SIGKILL)
         self.killed.append((when, core.pid))
         return actor
 
-    def run(self) -> None:
-        while not self.stop.is_set() and not _engine_cores():
+    def _start_up_kill(self):
+        """The actor of the first core that stays alive ``START_UP_KILL_AFTER_S`` after it was first seen."""
+        while not self.stop.is_set():
+            for core in self._cores():
+                first = self.seen.get(core.pid)
+                if first is not None and time.monotonic() - self.t0 - first[1] >= START_UP_KILL_AFTER_S:
+                    with suppress(psutil.Error):  # gone meanwhile: wait for the next one
+                        return self._kill("start-up", core)
             time.sleep(0.1)
-        time.sleep(2.0)  # the core is loading (start-up takes tens of seconds here): mid start-up
-        if self.stop.is_set() or not self._kill_first("start-up"):
+        return None
+
+    def run(self) -> None:
+        if self._start_up_kill() is None:
             return
         attempts = self.out / "attempts"
-        while not self.stop.is_set():
-            if attempts.is_dir() and any(attempts.rglob("*")) and (actor := self._kill_first("mid-run")):
-                break
+        actor = None
+        while not self.stop.is_set() and actor is None:
+            if attempts.is_dir() and any(attempts.rglob("*")):
+                for core in self._cores():
+                    with suppress(psutil.Error):
+                        actor = self._kill("mid-run", core)
+                        break
             time.sleep(0.05)
-        else:
+        if actor is None:
             return
         killed_at = time.monotonic()
         while not self.stop.is_set() and actor.is_running():
@@ -215,7 +256,7 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     finally:
         killer.stop.set()
         killer.join()
-    assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], killer.killed
+    assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], (killer.killed, killer.seen)
     # The actor saw its engine die and left at once: its requests in flight did not wait out their batch timeout
     # (page_timeout_s x batch_pages, 960 s here), which is what a request that vLLM never wakes would do.
     batch_budget_s = cfg.converter.page_timeout_s * cfg.intake.batch_pages
