@@ -17,7 +17,6 @@ from collections import Counter, defaultdict
 from contextlib import suppress
 from pathlib import Path
 
-import psutil
 import pyarrow.parquet as pq
 import pytest
 
@@ -71,6 +70,8 @@ def _comm(pid: int) -> str:
 def _engine_cores() -> list:
     """Engine core processes of this runtime's Ray workers (not the session's in-process engine of the other
     tests, whose core is a child of this process)."""
+    import psutil  # a vLLM dependency: in the engine venv; the main venv only collects (and skips) this module
+
     out = []
     for p in psutil.Process().children(recursive=True):
         try:
@@ -208,6 +209,8 @@ class Killer(threading.Thread):
 
     def _start_up_kill(self):
         """The actor of the first core that stays alive ``START_UP_KILL_AFTER_S`` after it was first seen."""
+        import psutil
+
         while not self.stop.is_set():
             for core in self._cores():
                 first = self.seen.get(core.pid)
@@ -218,6 +221,8 @@ class Killer(threading.Thread):
         return None
 
     def run(self) -> None:
+        import psutil
+
         if self._start_up_kill() is None:
             return
         attempts = self.out / "attempts"
