@@ -5,6 +5,7 @@
     python -m jobs.benchmark serve [serve_bench args]            # query endpoint load (jobs.bench.serve)
     python -m jobs.benchmark serve-floor [--requests N]          # Ray Serve's own per-request floor here
     python -m jobs.benchmark lite-floor --db DIR                 # Milvus Lite's per-search floor, hybrid vs dense
+    python -m jobs.benchmark cpu-compare --before REV --corpus GLOB  # CPU per page of the CPU stages, REV vs now
     python -m jobs.benchmark dryrun [--size quick]               # driver, ledger, plan stage, Milvus load ceilings
     python -m jobs.benchmark --config configs/qwen2.5-vl-7b.yaml --gpu-hour-usd 2.5   # real vLLM engines (GPU)
 
@@ -72,6 +73,10 @@ def main(argv: list[str] | None = None) -> int:
         from jobs.bench import lite_floor
 
         return lite_floor.main(argv[1:])
+    if argv and argv[0] == "cpu-compare":
+        from jobs.bench import cpu_compare
+
+        return cpu_compare.main(argv[1:])
     if argv and argv[0] == "serve":
         from jobs.bench import serve as serve_bench
 
