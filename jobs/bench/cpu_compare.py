@@ -9,6 +9,8 @@ git worktree; each measurement runs in a fresh interpreter with that tree (or th
 each tree's own ``configs/local.yaml``, the trees taking turns ``--rounds`` times so that a drift in the machine
 hits both. The worker is this file run as a script (an earlier tree need not have it); it uses only the stage
 functions that exist unchanged since the pipeline took its present shape, and says so when a tree lacks them.
+Its loop is the one :func:`jobs.bench.stages.stage_costs` times, written here again on purpose: that one reads wall
+time and the renderer's own split, and an earlier tree's copy of it would be the code measured, not the measure.
 """
 
 from __future__ import annotations
