@@ -182,7 +182,7 @@ class _Calls:
         self.text_object = proto(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int)
 
 
-@functools.cache
+@functools.cache  # the prototypes are constants of the loaded library: built once per process, never changed
 def _calls() -> _Calls:
     return _Calls()
 
