@@ -242,13 +242,19 @@ def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: 
 _NO_STYLE = FontStyle(False, False, False)
 
 
+# A line just opened: its extent (x0, y0, x1, y1) empty, its style counts (bold, italic, mono, visible) zero.
+_OPEN = (1e9, 1e9, -1e9, -1e9, 0, 0, 0, 0)
+
+
 def _close(line: Line, extent: tuple[float, float, float, float], sizes: dict[float, int], counts: tuple[int, ...],
-           page_sizes: dict[float, int], lines: list[Line]) -> None:
-    """Ends ``line`` (x0, y0, x1, y1 = ``extent``; bold, italic, mono, visible = ``counts``): kept when it has text."""
+           page_sizes: dict[float, int], lines: list[Line]) -> Line:
+    """Ends ``line`` (x0, y0, x1, y1 = ``extent``; bold, italic, mono, visible = ``counts``), kept when it has
+    text; returns the next line, empty."""
     if "".join(line.chars).strip():
         line.x0, line.y0, line.x1, line.y1 = extent
         _finish(line, sizes, *counts, page_sizes)
         lines.append(line)
+    return Line()
 
 
 def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
@@ -286,9 +292,8 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
         # The current line: its lists, extent (x0, y0, x1, y1), sizes and style counts.
         cur = Line()
         chars, xs0, xs1, bolds = cur.chars, cur.xs0, cur.xs1, cur.bolds
-        lx0, ly0, lx1, ly1 = 1e9, 1e9, -1e9, -1e9
         sizes: dict[float, int] = {}
-        boldc = italc = monoc = vis = 0
+        lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
 
         i, step = -1, 1
         while True:
@@ -301,12 +306,9 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
             else:
                 ch, step = (chr(code) if 0 < code < 0x110000 else ""), 1
             if ch == "\n" or ch == "\r":
-                _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
-                cur = Line()
-                chars, xs0, xs1, bolds = cur.chars, cur.xs0, cur.xs1, cur.bolds
-                lx0, ly0, lx1, ly1 = 1e9, 1e9, -1e9, -1e9
-                sizes = {}
-                boldc = italc = monoc = vis = 0
+                cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
+                chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
+                lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
                 continue
             if not ch:
                 continue
@@ -344,12 +346,9 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                 mid = (y0 + y1) / 2
                 # A character outside the current line's band starts a new line even without a break char.
                 if mid < ly0 - 1 or mid > ly1 + 1:
-                    _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
-                    cur = Line()
-                    chars, xs0, xs1, bolds = cur.chars, cur.xs0, cur.xs1, cur.bolds
-                    lx0, ly0, lx1, ly1 = 1e9, 1e9, -1e9, -1e9
-                    sizes = {}
-                    boldc = italc = monoc = vis = 0
+                    cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
+                    chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
+                    lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
                 elif x0 - xs1[-1] > _gap_size(size, y1 - y0, ly1 - ly0) and not chars[-1].isspace():
                     chars.append(" ")
                     xs0.append(xs1[-1])
