@@ -52,6 +52,25 @@ def test_words_hyphenated_in_cells_and_headings_are_whole(tmp_path: Path) -> Non
     assert " ter" not in md and "Cen ter" not in md
 
 
+def test_a_title_wrapped_at_a_soft_hyphen_is_one_word_in_the_identity(tmp_path: Path) -> None:
+    """The document identity reads the title block itself (chunker/intake/identity.py); a title wrapped inside a
+    word must read as the converter's heading does, not as "Specifi cation" (a broken word in every chunk's
+    identity, embedded and BM25-indexed)."""
+    from chunker.intake.identity import document_identity
+
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    # Narrower than for the test above: the title breaks inside "Specification" and inside "Documentation".
+    pdf.set_right_margin(140)
+    pdf.doc_title("Pump Specification Documentation")
+    pdf.set_right_margin(20)
+    pdf.para("The pump moves water from the lower tank to the upper tank in every season of the year.")
+    path = tmp_path / "title.pdf"
+    md = _markdown(pdf, path)
+    assert _headings(md)[0][1] == "Pump Specification Documentation", md  # the title does wrap inside the word
+    assert document_identity(str(path), 1).startswith("Pump Specification Documentation")
+
+
 def test_bullets_in_table_cells_stay_in_their_cell(tmp_path: Path) -> None:
     pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
     pdf.add_page()

@@ -23,7 +23,7 @@ import re
 from collections import Counter
 
 from chunker.convert.pdf_text.furniture import MAX_NUMBERED_FURNITURE
-from chunker.convert.pdf_text.textlayer import Line, PageText, read_page
+from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped, read_page
 from chunker.convert.render import PDFIUM_LOCK
 
 MAX_CHARS = 240  # an identity is a label, not a summary: it rides along with every chunk of the document
@@ -169,9 +169,12 @@ def title_block(page: PageText, max_lines: int = 4) -> list[str]:
     big.sort(key=lambda ln: (-round(ln.size), ln.y0))
     out: list[str] = []
     last: Line | None = None
+    # Joined as the converter joins a wrapped heading (blocks.py): a title broken at a soft hyphen ("Pi-" / "lots")
+    # is one word again, and a page that marks its hyphenation with soft hyphens keeps its hard ones.
+    keep_hard = any(ln.soft_end for ln in page.lines)
     for ln in sorted(big[:max_lines], key=lambda ln: (ln.y0, ln.x0)):
         if last is not None and abs(last.size - ln.size) < 0.5 and 0 <= ln.y0 - last.y1 < 0.8 * ln.size:
-            out[-1] = f"{out[-1]} {ln.text}"
+            out[-1] = join_wrapped(out[-1] + (WORD_BREAK if last.soft_end else ""), ln.text, keep_hard)
         else:
             out.append(ln.text)
         last = ln
