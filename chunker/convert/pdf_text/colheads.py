@@ -71,9 +71,9 @@ def build_table(rows: list[Row], first: int, last: int, page_width: float) -> Al
                 or is_unit(r.text) or body[0].y0 - r.y1 > 2.6 * size:
             break
         top -= 1
-    head, unit, head_top = _header(rows, top, columns, label_right, fig_left, size, page_width)
+    head, unit, head_top, unit_row = _header(rows, top, columns, label_right, fig_left, size, page_width)
     if not unit:
-        unit = _unit_above(rows, head_top, size)
+        unit, unit_row = _unit_above(rows, head_top, size)
     stub = _stub_columns(head, fig_left, size)
     if stub and _OPEN_END.search(stub[0][1]) and columns and all(c.path and _DATEISH.match(c.path[0])
                                                                    for c in columns):
@@ -83,7 +83,9 @@ def build_table(rows: list[Row], first: int, last: int, page_width: float) -> Al
         stub = [(stub[0][0], ""), *stub[1:]]
     table_rows = rows[top:last + 1]
     out_rows = _body_rows(table_rows, columns, [x for x, _ in stub[1:]], size)
-    lines = set().union(*(r.lines for r in table_rows), *(r.lines for r in head))
+    # The unit line read from above belongs to the table: every figure carries it, and left to the prose it
+    # would run on from the title over it (a statement's title read as a paragraph, not a heading).
+    lines = set().union(*(r.lines for r in table_rows), *(r.lines for r in head), *(r.lines for r in unit_row))
     every = table_rows + head
     bbox = (min(r.x0 for r in every), min(r.y0 for r in every), max(r.x1 for r in every),
             max(r.y1 for r in every))
@@ -92,16 +94,17 @@ def build_table(rows: list[Row], first: int, last: int, page_width: float) -> Al
 
 
 def _header(rows: list[Row], top: int, columns: list[Column], label_right: float, fig_left: float, size: float,
-            page_width: float) -> tuple[list[Row], str, int]:
-    """(header rows, unit written in the header's stub, index of the topmost header row). ``label_right``: where
-    the body's row labels end; a header label reaching left of it is a title or a sentence, not a header."""
+            page_width: float) -> tuple[list[Row], str, int, list[Row]]:
+    """(header rows, unit written in the header's stub, index of the topmost header row, a row that held only the
+    unit). ``label_right``: where the body's row labels end; a header label reaching left of it is a title or a
+    sentence, not a header."""
     head: list[Row] = []
     unit = ""
     k = top - 1
     below = rows[top].y0 if top < len(rows) else 0.0
     while k >= 0 and len(head) < _MAX_HEADER_ROWS:
         r = rows[k]
-        if below - r.y1 > 2.2 * max(r.size, 4):
+        if below - r.y1 > 2.2 * max(r.size, size, 4):  # header type is often smaller than the body's
             break
         c = read_cells(r)
         if c.numeric:
@@ -115,6 +118,8 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
             unit = unit or unit_text(" ".join(s.text for s in units))
             over = [s for s in over if s not in units]
             r.segs = [s for s in r.segs if s not in units]
+            if not over and not stub:
+                return _done(head, columns, fig_left, size), unit, k + 1, [r]  # a line that is only the unit
         if any(s.x0 < label_right + 0.5 * size for s in over):
             break  # a title or a sentence running from the label column into the columns
         if stub and not over:
@@ -136,9 +141,13 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
             r.segs = stub + [p for s in over for p in _per_column(columns, s)]
         head.append(r)
         below, k = r.y0, k - 1
+    return _done(head, columns, fig_left, size), unit, k + 1, []
+
+
+def _done(head: list[Row], columns: list[Column], fig_left: float, size: float) -> list[Row]:
     if head:
         _paths(head, columns, fig_left, size)
-    return head, unit, k + 1
+    return head
 
 
 def _covered(columns: list[Column], s: Seg) -> list[int]:
@@ -268,20 +277,21 @@ def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float)
         col.path = out
 
 
-def _unit_above(rows: list[Row], head_top: int, size: float) -> str:
-    """A unit written on its own line just above the header ("(In millions, except per share data)")."""
+def _unit_above(rows: list[Row], head_top: int, size: float) -> tuple[str, list[Row]]:
+    """A unit written on its own line just above the header ("(In millions, except per share data)"), and that
+    line's row (none when no unit is found)."""
     k = head_top - 1
     below = rows[head_top].y0 if head_top < len(rows) else 0.0
     for _ in range(3):
         if k < 0 or below - rows[k].y1 > 3.0 * max(rows[k].size, 4):
-            return ""
+            return "", []
         # A unit line stands alone and short ("(In millions, except per share data)"); a sentence of the prose
         # above that names the unit is not one.
         text = rows[k].text.strip()
         if is_unit(text) and len(text) <= 60 and not text.endswith(".") and not read_cells(rows[k]).numeric:
-            return unit_text(text)
+            return unit_text(text), [rows[k]]
         below, k = rows[k].y0, k - 1
-    return ""
+    return "", []
 
 
 def _wraps(line: Cells, nxt: Cells) -> bool:
