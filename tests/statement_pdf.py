@@ -130,3 +130,78 @@ def write_statement(path: Path) -> Path:
     doc.multi_cell(600, 12, "See accompanying Notes to Condensed Consolidated Financial Statements.")
     doc.output(str(path))
     return path
+
+
+def _centred(doc: FPDF, y: float, text: str, bold: bool = True) -> None:
+    doc.set_font("Helvetica", "B" if bold else "", 9)
+    doc.set_xy(40, y)
+    doc.cell(600, 11, text, align="C")
+
+
+def _years_header(doc: FPDF, y: float, over: str, labels: list[str]) -> float:
+    doc.set_font("Helvetica", "B", 9)
+    doc.set_xy(COLUMNS[0] - 50, y)
+    doc.cell(COLUMNS[len(labels) - 1] - COLUMNS[0] + 50, 11, over, align="C")
+    for k, label in enumerate(labels):
+        doc.set_xy(COLUMNS[k] - 58, y + 13)
+        doc.cell(58, 11, label, align="R")
+    return y + 32
+
+
+def write_title_stacks(path: Path) -> Path:
+    """Statements as filings printed from HTML set them: a stack of short centred lines at body size over each
+    statement (company, title, unit; or title, company, unit), all bold, close together, after a report that ends
+    on a bold date line. Page 2: company over title over unit; page 3: title over company over unit; page 4: set
+    left, the title larger than the company, and a header row in small type."""
+    doc = _Doc()
+    doc.add_page()
+    doc.set_font("Helvetica", "", 9)
+    doc.set_xy(40, 70)
+    doc.multi_cell(600, 11, "We have served as the Company's auditor since 1928. In our opinion, the consolidated "
+                   "financial statements present fairly, in all material respects, the financial position of the "
+                   "Company and the results of its operations for each of the years in the three-year period.")
+    doc.set_font("Helvetica", "B", 9)
+    doc.set_xy(40, 130)
+    doc.cell(200, 11, "July 2, 2024")
+    doc.add_page()
+    _centred(doc, 60, "ACME DEVICES, INC.")
+    _centred(doc, 74, "CONSOLIDATED STATEMENTS OF OPERATIONS")
+    _centred(doc, 85, "(in millions, except per share data)")
+    y = _years_header(doc, 110, "Year Ended December 31,", ["2022", "2023"])
+    y = _rows(doc, y, [("Net product sales", 0, ["$ 94,665", "$ 118,573"]), ("Net service sales", 0, ["41,322", "59,293"]),
+                       ("Total net sales", 0, ["135,987", "177,866"])])
+    _centred(doc, y + 10, "See accompanying notes to consolidated financial statements.", bold=False)
+    doc.add_page()
+    _centred(doc, 60, "Consolidated Balance Sheets")
+    _centred(doc, 73, "ACME DEVICES, INC. AND SUBSIDIARIES")
+    _centred(doc, 86, "(In Millions)")
+    y = _years_header(doc, 110, "As of", ["May 31, 2024", "May 26, 2023"])
+    y = _rows(doc, y, [("ASSETS", 0, None), ("Cash and cash equivalents", 1, ["$ 1,677.8", "$ 450.0"]),
+                       ("Total assets", 0, ["$ 30,806.7", "$ 30,111.2"])])
+    _centred(doc, y + 10, "See accompanying notes to consolidated financial statements.", bold=False)
+    doc.add_page()
+    # Page 4: the title block set left, the title a point larger than the company's name under it; the header
+    # row in smaller type than the body, its label and the years on one line, a section label under it.
+    doc.set_font("Helvetica", "B", 10)
+    doc.set_xy(40, 40)
+    doc.cell(300, 12, "Consolidated Statements of Income")
+    doc.set_font("Helvetica", "B", 9)
+    doc.set_xy(40, 55)
+    doc.cell(300, 11, "Acme Devices Inc. and Subsidiaries")
+    doc.set_font("Helvetica", "", 9)
+    doc.set_xy(380, 78)
+    doc.cell(240, 11, "(dollars in millions, except per share amounts)", align="R")
+    doc.set_font("Helvetica", "", 7.5)
+    doc.set_xy(40, 92)
+    doc.cell(200, 10, "Years Ended December 31,")
+    for k, year in enumerate(["2023", "2022", "2021"]):
+        doc.set_xy(COLUMNS[k] - 40, 92)
+        doc.cell(40, 10, year, align="R")
+    doc.set_font("Helvetica", "B", 9)
+    doc.set_xy(40, 116)
+    doc.cell(250, 12, "Operating Revenues")
+    _rows(doc, 130, [("Service revenues and other", 1, ["$ 109,625", "$ 110,449", "$ 109,872"]),
+                     ("Wireless equipment revenues", 1, ["27,210", "23,164", "18,420"]),
+                     ("Total Operating Revenues", 0, ["136,835", "133,613", "128,292"])])
+    doc.output(str(path))
+    return path

@@ -227,3 +227,39 @@ def test_row_sentence_and_pipe_tables_with_row_labels() -> None:
     md = "| ($ in millions) | 2023 | 2022 |\n|---|---|---|\n| Net sales | 1,234 | 1,100 |\n"
     (row,) = parse_markdown("d", [(md, 1)])
     assert row.text == "Net sales | $ in millions | 2023: 1,234; 2022: 1,100"
+
+
+def test_a_statement_title_stacked_with_its_company_and_unit_is_its_rows_heading(tmp_path: Path) -> None:
+    """Filings printed from HTML set each statement's title at body size, bold, centred, in a stack with the
+    company's name and the unit line close by. The title must head the statement's rows (it is what a question
+    names: "the balance sheet", "the statement of operations"), not run on into a paragraph with the unit while
+    the rows stay under whatever heading came before (here the report's bold date line)."""
+    from statement_pdf import write_title_stacks
+
+    result = asyncio.run(process_document_async(write_title_stacks(tmp_path / "stacks.pdf"), Config()))
+    rows = {e.text.split(" | ")[0]: e for e in result.elements if e.kind == "table_row"}
+    assert rows["Total net sales"].heading_path[-1] == "CONSOLIDATED STATEMENTS OF OPERATIONS", \
+        rows["Total net sales"].heading_path
+    assert rows["Total assets"].heading_path[-1].startswith("Consolidated Balance Sheets"), \
+        rows["Total assets"].heading_path
+    # The unit is in every figure, and is not left behind as prose glued to a title.
+    assert "in millions, except per share data" in rows["Total net sales"].text
+    assert "In Millions" in rows["Total assets"].text
+    prose = [e.text for e in result.elements if e.kind == "paragraph"]
+    assert not any("millions" in p.lower() for p in prose), prose
+
+
+def test_a_title_set_left_over_the_company_and_a_small_header_row(tmp_path: Path) -> None:
+    """The title block set left, the title a point larger than the company's name: one heading, the title first
+    (alone, the company's line would replace the title in the breadcrumb). The header row is in smaller type than
+    the body and sits a little further above the first row than the body's leading: it still labels the columns."""
+    from statement_pdf import write_title_stacks
+
+    result = asyncio.run(process_document_async(write_title_stacks(tmp_path / "stacks.pdf"), Config()))
+    rows = {e.text.split(" | ")[0]: e for e in result.elements if e.kind == "table_row" and e.page_start == 4}
+    total = rows["Total Operating Revenues"]
+    assert total.heading_path[-1].startswith("Consolidated Statements of Income"), total.heading_path
+    assert "Acme Devices Inc. and Subsidiaries" in total.heading_path[-1], total.heading_path
+    assert "Years Ended December 31, 2023: 136,835" in total.text, total.text
+    assert "Years Ended December 31, 2021: 128,292" in total.text, total.text
+    assert "Years Ended December 31, 2022: $110,449" in rows["Operating Revenues > Service revenues and other"].text

@@ -252,6 +252,12 @@ class PageWriter:
 
     # -- lines --------------------------------------------------------------------------------------------
     def _standalone(self, line: Line, prev: Line | None, nxt: Line | None) -> bool:
+        if self._centred(line) and not _SENTENCE_END.search(line.text) \
+                and any(other is not None and self._centred(other) and not _SENTENCE_END.search(other.text)
+                        for other in (prev, nxt)):
+            # A stack of centred lines well inside the margins is a title block ("Consolidated Balance Sheets"
+            # over the company's name): each line stands on its own, where a paragraph's lines run margin to margin.
+            return True
         if prev is not None and line.y0 - prev.y1 < 0.5 * max(line.size, 4) and prev.size == line.size \
                 and not (prev.bold and prev.x1 < self.left + 0.75 * (self.right - self.left)):
             return False  # runs on from the line above (a wrapped item or sentence)
@@ -260,16 +266,37 @@ class PageWriter:
         gap = nxt.y0 - line.y1
         return gap > 0.5 * max(line.size, 4) or nxt.bold != line.bold or _list_marker(nxt.text) is not None
 
+    def _edges(self) -> tuple[float, float]:
+        return (self.stats.text_left or self.left), (self.stats.text_right or self.right)
+
+    def _centred(self, line: Line) -> bool:
+        """Centred on the page or on the text, standing well inside the text's usual edges (the lines of a
+        paragraph set in a narrow centred column start and end at its edges; a title's do not)."""
+        left, right = self._edges()
+        margin = 2 * max(line.size, 4)
+        mid, tol = (line.x0 + line.x1) / 2, 0.02 * self.page.width
+        return line.x0 > left + margin and line.x1 < right - margin and (
+            abs(mid - self.page.width / 2) < tol or abs(mid - (left + right) / 2) < tol)
+
     def _wraps_heading(self, prev: Line, line: Line) -> bool:
         """``line`` continues the heading on ``prev``: close below it, or a little further (titles are often set
-        with generous leading) when ``prev`` could not have ended there: it breaks a word, or it ran full width."""
+        with generous leading) when ``prev`` could not have ended there (it breaks a word, or it ran full width) or
+        both are lines of one title block."""
         gap = line.y0 - prev.y1
         if gap < 0.5 * line.size:
             return True
         if gap > 1.1 * line.size:
             return False
         full = prev.x1 >= self.left + 0.8 * (self.right - self.left)
-        return prev.soft_end or prev.text.endswith("-") or full or line.text[:1].islower()
+        return prev.soft_end or prev.text.endswith("-") or full or line.text[:1].islower() \
+            or self._stacked(prev, line)
+
+    def _stacked(self, prev: Line, line: Line) -> bool:
+        """Two short lines of one title block: both centred, or both starting at the same left edge."""
+        if self._centred(prev) and self._centred(line):
+            return True
+        short = max(prev.x1, line.x1) < self._edges()[1] - 2 * max(line.size, 4)  # neither runs to the right edge
+        return short and abs(prev.x0 - line.x0) < 2
 
     def line(self, i: int, line: Line, prev: Line | None, nxt: Line | None) -> None:
         text = line.text
@@ -280,8 +307,10 @@ class PageWriter:
             level = heading_level(line, self.stats, standalone)
         if level:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
-                    and prev.size == line.size and self._wraps_heading(prev, line):
-                # A heading wrapped over two lines is one heading (a word cut by a hyphen joined again).
+                    and (prev.size == line.size or self._stacked(prev, line)) and self._wraps_heading(prev, line):
+                # A heading wrapped over two lines is one heading (a word cut by a hyphen joined again); so is a
+                # title block stacked at one level ("Consolidated Statements of Income" over the company's name,
+                # a point smaller), which would otherwise leave only its last line in the breadcrumb.
                 first = self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else "")
                 merged = "#" * level + " " + join_wrapped(first, text, self.state.keep_hard_hyphens)
                 self.out[-1] = merged

@@ -23,6 +23,9 @@ _MAX_HEADING_CHARS = 160
 class FontStats:
     body_size: float
     heading_sizes: list[float]  # descending; index + 1 = level
+    # Where the segment's text lines usually start and end (points; 0: unknown): a title block stands inside them.
+    text_left: float = 0.0
+    text_right: float = 0.0
 
     @property
     def bold_level(self) -> int:
@@ -67,7 +70,24 @@ def font_stats(pages: list[PageText], skip: dict[int, set[int]] | None = None) -
                 heading_chars[round(ln.size * 2) / 2] += len(ln.text)
     sizes = sorted((s for s in heading_chars), reverse=True)
     # More than five heading sizes means display type (cover pages, posters): keep the largest five.
-    return FontStats(body, sizes[:5])
+    left, right = _text_edges(pages)
+    return FontStats(body, sizes[:5], left, right)
+
+
+def _text_edges(pages: list[PageText]) -> tuple[float, float]:
+    """Where the segment's long lines start and end: the 10th percentile of their starts and the 90th of their
+    ends (a few indented, centred or ragged lines do not move them)."""
+    starts, ends = [], []
+    for p in pages:
+        for ln in p.lines:
+            if len(ln.text) >= 40:
+                starts.append(ln.x0)
+                ends.append(ln.x1)
+    if not ends:
+        return 0.0, 0.0
+    starts.sort()
+    ends.sort()
+    return starts[int(0.1 * len(starts))], ends[min(len(ends) - 1, int(0.9 * len(ends)))]
 
 
 def is_list_start(text: str) -> bool:
