@@ -3,8 +3,8 @@
 One Ray runtime for the module (sized as CI's two cores allow: 4 logical CPUs, one conversion actor at 0.5 CPU, so
 the intake tasks always find a CPU). The clean run comes first and is the reference of the second, in which the
 engine's core process (``VLLM::EngineCore``, a child of the conversion actor) is killed twice from this process:
-once while the engine starts, once while a segment converts. Each kill is a real ``SIGKILL``, found with psutil
-among this process's descendants (the local Ray runtime's workers are), when the run reaches that point.
+once while the engine starts, once while a segment converts. Each kill is a real ``SIGKILL`` of a core whose parent
+is a worker of this module's own raylet, found by reading ``/proc`` when the run reaches that point.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import signal
 import threading
 import time
 from collections import Counter, defaultdict
-from contextlib import suppress
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -56,37 +55,68 @@ def _cfg(model_dir: Path, db: Path):
     ])
 
 
-def _comm(pid: int) -> str:
-    """A process's name as the kernel keeps it (``/proc/<pid>/comm``, the title's first 15 bytes: setproctitle,
-    which vLLM and Ray both use, sets it too). Not ``cmdline``: the kernel reads that out of the process's memory,
-    under its memory-map lock, so a read can wait on a process busy mapping memory (vLLM's worker allocating its
-    KV cache); ``comm`` is read without touching the process's memory."""
+def _proc(pid: int) -> tuple[str, int, str] | None:
+    """(name, parent pid, state) of a process, read from ``/proc`` (None once it is gone). The name is
+    ``/proc/<pid>/comm``, the title's first 15 bytes (setproctitle, which vLLM and Ray both use, sets it too). Not
+    ``cmdline``: the kernel reads that out of the process's memory under its memory-map lock, so a read can wait on a
+    process busy mapping memory (vLLM's worker allocating its KV cache); ``comm`` and ``stat`` are read without
+    touching the process's memory."""
     try:
-        return Path(f"/proc/{pid}/comm").read_text().strip()
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        stat = Path(f"/proc/{pid}/stat").read_text()
     except OSError:  # gone meanwhile
-        return ""
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()  # (the name in stat is in parentheses and may hold spaces)
+    return comm, int(fields[1]), fields[0]
 
 
-def _engine_cores() -> list:
-    """Engine core processes of this runtime's Ray workers (not the session's in-process engine of the other
-    tests, whose core is a child of this process)."""
-    import psutil  # a vLLM dependency: in the engine venv; the main venv only collects (and skips) this module
-
-    out = []
-    for p in psutil.Process().children(recursive=True):
-        try:
-            # (A killed core stays a zombie until its actor reaps it: not a core any more.)
-            if ENGINE_CORE in _comm(p.pid) and _comm(p.ppid()).startswith("ray::") \
-                    and p.status() != psutil.STATUS_ZOMBIE:
-                out.append(p)
-        except psutil.Error:  # gone meanwhile
-            continue
-    return out
+def _processes() -> dict[int, tuple[str, int, str]]:
+    procs = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (p := _proc(int(name))) is not None:
+            procs[int(name)] = p
+    return procs
 
 
-def _wait_no_engine_core(timeout_s: float) -> list:
+def _raylet_pid() -> int:
+    import ray
+    from ray._private import ray_constants
+
+    node = ray._private.worker._global_node  # noqa: SLF001 - no public getter for the local node's processes
+    return node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
+
+
+def _engine_cores(raylet: int, procs: dict[int, tuple[str, int, str]] | None = None) -> list[int]:
+    """Engine core processes whose parent is a worker of ``raylet`` (a conversion actor of this module's runtime):
+    not the session's in-process engine of the other tests, whose core is a child of this process, and not a core of
+    another Ray runtime on the machine. Found by parent and grandparent pid, never by being this process's
+    descendant (a raylet's workers need not stay below the driver that started it)."""
+    procs = _processes() if procs is None else procs
+    cores = []
+    for pid, (comm, ppid, state) in procs.items():
+        parent = procs.get(ppid)
+        # (A killed core stays a zombie until its actor reaps it: not a core any more.)
+        if ENGINE_CORE in comm and state != "Z" and parent and parent[0].startswith("ray::") and parent[1] == raylet:
+            cores.append(pid)
+    return cores
+
+
+def _below(pid: int, ancestor: int, procs: dict[int, tuple[str, int, str]]) -> bool:
+    while pid in procs and pid != ancestor:
+        pid = procs[pid][1]
+    return pid == ancestor
+
+
+def _ray_and_vllm(raylet: int, procs: dict[int, tuple[str, int, str]]) -> list[str]:
+    """What a watcher that found no core saw: every process of this raylet, of Ray or of vLLM, with its parent."""
+    return sorted(f"{pid} {comm!r} [{state}] parent {ppid} {procs.get(ppid, ('?',))[0]!r}"
+                  for pid, (comm, ppid, state) in procs.items()
+                  if ppid == raylet or comm.startswith(("ray::", "VLLM", "raylet")) or ENGINE_CORE in comm)
+
+
+def _wait_no_engine_core(raylet: int, timeout_s: float) -> list:
     deadline = time.monotonic() + timeout_s
-    while (cores := _engine_cores()) and time.monotonic() < deadline:
+    while (cores := _engine_cores(raylet)) and time.monotonic() < deadline:
         time.sleep(0.5)
     return cores
 
@@ -124,13 +154,119 @@ def _outcomes(out: Path) -> dict[str, str]:
     return {d["source"]: d["status"] for d in pq.read_table(out / "documents").to_pylist()}
 
 
+class Watcher(threading.Thread):
+    """Polls ``/proc`` for this runtime's engine cores while a run goes on and keeps every core seen in ``seen``,
+    how many polls it made, the slowest poll, the last process list in which it saw no core, and any error that
+    ended it: a run in which a watcher found nothing says what there was to find."""
+
+    def __init__(self, raylet: int) -> None:
+        super().__init__(daemon=True)
+        self.raylet = raylet
+        self.stop = threading.Event()
+        self.t0 = time.monotonic()
+        # pid -> [parent's name, first seen s, gone at s or None, below this process]
+        self.seen: dict[int, list] = {}
+        self.polls = 0
+        self.slowest_poll_s = 0.0
+        self.last_without_core: list[str] = []
+        self.error: str | None = None
+
+    def cores(self) -> list[int]:
+        started = time.monotonic()
+        procs = _processes()
+        cores = _engine_cores(self.raylet, procs)
+        now = round(time.monotonic() - self.t0, 1)
+        for pid in cores:
+            self.seen.setdefault(pid, [procs[procs[pid][1]][0], now, None, _below(pid, os.getpid(), procs)])
+        for pid, note in self.seen.items():
+            if pid not in cores and note[2] is None:
+                note[2] = now
+        if not cores:
+            self.last_without_core = _ray_and_vllm(self.raylet, procs)
+        self.polls += 1
+        self.slowest_poll_s = max(self.slowest_poll_s, time.monotonic() - started)
+        return cores
+
+    def report(self) -> dict:
+        return {"seen": self.seen, "polls": self.polls, "slowest_poll_s": round(self.slowest_poll_s, 2),
+                "raylet": self.raylet, "error": self.error, "last processes without a core": self.last_without_core}
+
+    def watch(self) -> None:
+        while not self.stop.wait(0.1):
+            self.cores()
+
+    def run(self) -> None:
+        try:
+            self.watch()
+        except Exception:  # noqa: BLE001 - kept for the test's assertion message, which a dead thread would lose
+            import traceback
+
+            self.error = traceback.format_exc()
+
+
+class Killer(Watcher):
+    """Kills the engine core once while the engine starts (a core seen alive for ``START_UP_KILL_AFTER_S``), then
+    once while a segment converts (as soon as the run folder holds the first segment's start marker,
+    chunker.run.attempts), and notes how long the conversion actor lived on after that second kill. A core that goes
+    away before it was killed is noted and waited past (the next core is the one killed)."""
+
+    def __init__(self, raylet: int, out: Path) -> None:
+        super().__init__(raylet)
+        self.out = out
+        self.killed: list[tuple[str, int]] = []
+        self.actor_left_after_s: float | None = None
+
+    def _kill(self, when: str, core: int) -> int | None:
+        """The killed core's actor, or None when the core was gone (or a zombie) by now."""
+        now = _proc(core)
+        if now is None or now[2] == "Z":
+            return None
+        os.kill(core, signal.SIGKILL)
+        self.killed.append((when, core))
+        return now[1]
+
+    def _start_up_kill(self) -> int | None:
+        """The actor of the first core that stays alive ``START_UP_KILL_AFTER_S`` after it was first seen."""
+        while not self.stop.wait(0.1):
+            for core in self.cores():
+                first = self.seen[core][1]
+                if time.monotonic() - self.t0 - first >= START_UP_KILL_AFTER_S \
+                        and (actor := self._kill("start-up", core)) is not None:
+                    return actor
+        return None
+
+    def watch(self) -> None:
+        if self._start_up_kill() is None:
+            return
+        attempts = self.out / "attempts"
+        actor = None
+        while actor is None and not self.stop.wait(0.05):
+            if attempts.is_dir() and any(attempts.rglob("*")):
+                for core in self.cores():
+                    if (actor := self._kill("mid-run", core)) is not None:
+                        break
+        if actor is None:
+            return
+        killed_at = time.monotonic()
+        while (state := _proc(actor)) is not None and state[2] != "Z":
+            if self.stop.wait(0.1):
+                return
+        self.actor_left_after_s = time.monotonic() - killed_at
+
+
 def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
     from jobs.ingest import run_ingest
 
     tmp = tmp_path_factory.mktemp("clean")
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
-    s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
+    watcher = Watcher(_raylet_pid())
+    watcher.start()
+    try:
+        s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
+    finally:
+        watcher.stop.set()
+        watcher.join()
 
     inputs = sorted(p.name for p in samples_dir.glob("*.pdf"))
     assert s.documents == len(inputs) == 4 and s.failed == 0 and s.skipped == 0, s.problems
@@ -146,8 +282,10 @@ def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, s
     assert sorted(chunks) == inputs and s.chunks == sum(map(len, chunks.values()))
     assert _store_ids(cfg) == {i for ids in chunks.values() for i in ids} and s.collection_rows == s.chunks
 
-    # Shutdown: the actor is let go at the end of the run, and its engine core goes with it.
-    assert not _wait_no_engine_core(SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    # Shutdown: the actor is let go at the end of the run, and its engine core goes with it. (The core was seen
+    # while the run went on: the check below, and the next test's kills, look for the process that was there.)
+    assert watcher.seen and watcher.error is None, watcher.report()
+    assert not _wait_no_engine_core(watcher.raylet, SHUTDOWN_WAIT_S), "an engine core outlived the run"
     logs = _actor_logs(ray_runtime, since)
     assert "[shutdown] MPClient: complete" in logs, "the engine was not shut down:\n" + logs[-4000:]
     assert "leaving the process" not in logs, "the engine died in the clean run:\n" + logs[-6000:]
@@ -171,78 +309,6 @@ def test_the_conversion_actor_exits_without_a_traceback():
         assert sign not in at_exit, f"{sign!r} in the conversion actor's log at exit:\n{at_exit[-6000:]}"
 
 
-class Killer(threading.Thread):
-    """Kills the engine core once while the engine starts (a core seen alive for ``START_UP_KILL_AFTER_S``), then
-    once while a segment converts (as soon as the run folder holds the first segment's start marker,
-    chunker.run.attempts), and notes how long the conversion actor lived on after that second kill.
-
-    A core that goes away before it was killed is noted and waited past (the next core is the one killed), and every
-    core seen is kept in ``seen``, so that a run in which the killer could not act says what it saw."""
-
-    def __init__(self, out: Path) -> None:
-        super().__init__(daemon=True)
-        self.out = out
-        self.stop = threading.Event()
-        self.killed: list[tuple[str, int]] = []
-        self.actor_left_after_s: float | None = None
-        self.t0 = time.monotonic()
-        self.seen: dict[int, list] = {}  # pid -> [parent's title, first seen s, gone at s or None]
-
-    def _cores(self) -> list:
-        cores = _engine_cores()
-        now = round(time.monotonic() - self.t0, 1)
-        alive = {c.pid for c in cores}
-        for c in cores:
-            if c.pid not in self.seen:
-                with suppress(Exception):
-                    self.seen[c.pid] = [_comm(c.ppid()), now, None]
-        for pid, note in self.seen.items():
-            if pid not in alive and note[2] is None:
-                note[2] = now
-        return cores
-
-    def _kill(self, when: str, core):
-        actor = core.parent()
-        core.send_signal(signal.SIGKILL)
-        self.killed.append((when, core.pid))
-        return actor
-
-    def _start_up_kill(self):
-        """The actor of the first core that stays alive ``START_UP_KILL_AFTER_S`` after it was first seen."""
-        import psutil
-
-        while not self.stop.is_set():
-            for core in self._cores():
-                first = self.seen.get(core.pid)
-                if first is not None and time.monotonic() - self.t0 - first[1] >= START_UP_KILL_AFTER_S:
-                    with suppress(psutil.Error):  # gone meanwhile: wait for the next one
-                        return self._kill("start-up", core)
-            time.sleep(0.1)
-        return None
-
-    def run(self) -> None:
-        import psutil
-
-        if self._start_up_kill() is None:
-            return
-        attempts = self.out / "attempts"
-        actor = None
-        while not self.stop.is_set() and actor is None:
-            if attempts.is_dir() and any(attempts.rglob("*")):
-                for core in self._cores():
-                    with suppress(psutil.Error):
-                        actor = self._kill("mid-run", core)
-                        break
-            time.sleep(0.05)
-        if actor is None:
-            return
-        killed_at = time.monotonic()
-        while not self.stop.is_set() and actor.is_running():
-            time.sleep(0.1)
-        if not actor.is_running():
-            self.actor_left_after_s = time.monotonic() - killed_at
-
-
 def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
         ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
     from jobs.ingest import run_ingest
@@ -254,14 +320,14 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     tmp = tmp_path_factory.mktemp("killed")
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
-    killer = Killer(out)
+    killer = Killer(_raylet_pid(), out)
     killer.start()
     try:
         s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
     finally:
         killer.stop.set()
         killer.join()
-    assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], (killer.killed, killer.seen)
+    assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], (killer.killed, killer.report())
     # The actor saw its engine die and left at once: its requests in flight did not wait out their batch timeout
     # (page_timeout_s x batch_pages, 960 s here), which is what a request that vLLM never wakes would do.
     batch_budget_s = cfg.converter.page_timeout_s * cfg.intake.batch_pages
@@ -279,7 +345,7 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     # engine) and its in-flight segments ran again.
     starts = Counter(p.parent.name for p in (out / "attempts").rglob("*") if p.is_file())
     assert len(starts) == 4 and max(starts.values()) >= 2, starts
-    assert not _wait_no_engine_core(SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    assert not _wait_no_engine_core(killer.raylet, SHUTDOWN_WAIT_S), "an engine core outlived the run"
     logs = _actor_logs(ray_runtime, since)
     assert "vLLM engine start 1 of 2" in logs, logs[-6000:]
     assert "leaving the process" in logs, logs[-6000:]
