@@ -3,6 +3,7 @@ ID-only legs, rows fetched by key, and the dense index each search is parameteri
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -104,11 +105,50 @@ def test_configured_index_is_built_and_searched(lite_root: Path, index_type: str
         assert len(hits) == 10 and hits[0]["chunk_id"] == "d1-7"
         params = s._dense_search_params(10)
         assert params["metric_type"] == "COSINE"
-        assert params.get("params") == {"HNSW": {"ef": 10}, "IVF_FLAT": {"nprobe": 4}, "IVF_SQ8": {"nprobe": 4}}.get(
-            index_type)
+        # (Lite's AUTOINDEX is an HNSW graph, searched with HNSW's ef.)
+        assert params.get("params") == {"HNSW": {"ef": 10}, "IVF_FLAT": {"nprobe": 4}, "IVF_SQ8": {"nprobe": 4},
+                                        "AUTOINDEX": {"ef": 10}}.get(index_type)
     finally:
         s.drop()
         s.close()
+
+
+def test_lite_autoindex_is_searched_at_the_configured_ef(lite_root: Path) -> None:
+    # Lite builds AUTOINDEX as an HNSW graph per sealed segment (in the background, after a flush) and searched it
+    # at its own ef 64 when given none: on 3,000 random 64-dim vectors that misses some of the exact top 20. At an
+    # ef above the row count the search walks the whole graph and finds the exact top 20.
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    n, dim = 3000, 64
+    v = rng.normal(size=(n, dim)).astype(np.float32)
+    v /= np.linalg.norm(v, axis=1, keepdims=True)
+    q = rng.normal(size=(12, dim)).astype(np.float32)
+    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    exact = [set(np.argsort(-(v @ x))[:20].tolist()) for x in q]
+
+    def top20(store: ChunkStore) -> list[set[int]]:
+        return [{int(r["chunk_id"].split("-")[1]) for r in rows}
+                for rows in store.search_batch(q, None, mode="dense", limit=20, fields=[])]
+
+    uri = str(lite_root / "store.db")
+    narrow = ChunkStore(MilvusConfig(uri=uri, hnsw_ef=20), dim, collection="ef_lite")
+    try:
+        narrow.upsert(make_chunks(n), v)
+        narrow.flush()
+        # Until the graph is built Lite searches the segment exhaustively; at ef 20 the graph shows by its misses.
+        deadline = time.monotonic() + 60
+        while top20(narrow) == exact:
+            assert time.monotonic() < deadline, "Lite searched exhaustively for a minute: no HNSW graph was built"
+            time.sleep(0.5)
+        wide = ChunkStore(MilvusConfig(uri=uri, hnsw_ef=4000), dim, collection="ef_lite")
+        try:
+            assert top20(wide) == exact
+        finally:
+            wide.close()
+    finally:
+        narrow.drop()
+        narrow.close()
 
 
 def test_an_existing_collection_is_searched_with_its_own_index(lite_root: Path) -> None:
@@ -171,3 +211,5 @@ def test_index_search_params_follow_milvus_limits() -> None:
     assert index_search_params(cfg, "IVF_SQ8", 200) == {"nprobe": 32}
     assert index_search_params(cfg, "DISKANN", 100) == {"search_list": 100}
     assert index_search_params(cfg, "FLAT", 10) == {} and index_search_params(cfg, "AUTOINDEX", 10) == {}
+    assert index_search_params(cfg, "AUTOINDEX", 10, lite=True) == {"ef": 64}  # Lite's AUTOINDEX is HNSW
+    assert index_search_params(cfg, "FLAT", 10, lite=True) == {}

@@ -41,10 +41,14 @@ def as_index_params(params: dict[str, Any]) -> dict[str, Any]:
     return {"params": dict(params)} if params else {}
 
 
-def index_search_params(cfg: MilvusConfig, index_type: str, limit: int) -> dict[str, Any]:
+def index_search_params(cfg: MilvusConfig, index_type: str, limit: int, lite: bool = False) -> dict[str, Any]:
     """Search parameters for an index of ``index_type``: HNSW's ef and DiskANN's search_list may not be below the
-    limit (Milvus refuses the search), so they are raised to it."""
-    if index_type in ("HNSW", "HNSW_SQ"):
+    limit (Milvus refuses the search), so they are raised to it.
+
+    On Milvus Lite (``lite``) an AUTOINDEX is an HNSW graph too (milvus_lite/index/factory.py builds FaissHnswIndex
+    when faiss imports, and NumPy brute force otherwise, which ignores search parameters), searched at ef 64 unless
+    told otherwise (faiss_hnsw.py): so it is given HNSW's ef. A server's AUTOINDEX picks its own and takes none."""
+    if index_type in ("HNSW", "HNSW_SQ") or (lite and index_type == "AUTOINDEX"):
         return {"ef": max(cfg.hnsw_ef, limit)}
     if index_type.startswith("IVF_"):
         return {"nprobe": cfg.ivf_nprobe}

@@ -137,9 +137,9 @@ class ChunkSearch:
         return [[self._row(h, float(h["distance"]), fields) for h in hits] for hits in res]
 
     def _dense_search_params(self, limit: int) -> dict[str, Any]:
-        # On Lite the HNSW lookup is ~1 ms of a search (ef buys little there); on a server ef / nprobe /
-        # search_list trade recall for latency. AUTOINDEX and FLAT take none.
-        params = index_search_params(self.cfg, self.index_type, limit)
+        # On Lite the HNSW lookup is ~1 ms of a search, ef 256 included; on a server ef / nprobe / search_list
+        # trade recall for latency. FLAT takes none, nor does a server's AUTOINDEX (Lite's is HNSW: see params).
+        params = index_search_params(self.cfg, self.index_type, limit, self.lite)
         return {"metric_type": self.cfg.metric, **({"params": params} if params else {})}
 
     def fetch(self, chunk_ids: list[str], fields: list[str] | None = None) -> dict[str, dict[str, Any]]:
