@@ -254,19 +254,24 @@ class Killer(Watcher):
         self.actor_left_after_s = time.monotonic() - killed_at
 
 
-def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
+def _watched_ingest(watcher: Watcher, cfg, samples_dir: Path, out: Path):
+    """``jobs.ingest`` of the samples with ``watcher`` polling (and acting) while it runs; stopped either way."""
     from jobs.ingest import run_ingest
 
+    watcher.start()
+    try:
+        return run_ingest(cfg, str(samples_dir), str(out), verbose=False)
+    finally:
+        watcher.stop.set()
+        watcher.join()
+
+
+def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("clean")
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
     watcher = Watcher(_raylet_pid())
-    watcher.start()
-    try:
-        s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
-    finally:
-        watcher.stop.set()
-        watcher.join()
+    s = _watched_ingest(watcher, cfg, samples_dir, out)
 
     inputs = sorted(p.name for p in samples_dir.glob("*.pdf"))
     assert s.documents == len(inputs) == 4 and s.failed == 0 and s.skipped == 0, s.problems
@@ -311,8 +316,6 @@ def test_the_conversion_actor_exits_without_a_traceback():
 
 def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
         ray_runtime, tiny_vlm, samples_dir, tmp_path_factory):
-    from jobs.ingest import run_ingest
-
     ref = getattr(pytest, "engine_clean", None)
     if ref is None:
         pytest.skip("needs the clean run of test_ingest_with_the_engine_in_the_conversion_actor")
@@ -321,12 +324,7 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
     killer = Killer(_raylet_pid(), out)
-    killer.start()
-    try:
-        s = run_ingest(cfg, str(samples_dir), str(out), verbose=False)
-    finally:
-        killer.stop.set()
-        killer.join()
+    s = _watched_ingest(killer, cfg, samples_dir, out)
     assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], (killer.killed, killer.report())
     # The actor saw its engine die and left at once: its requests in flight did not wait out their batch timeout
     # (page_timeout_s x batch_pages, 960 s here), which is what a request that vLLM never wakes would do.
