@@ -89,8 +89,8 @@ def _raylet_pid() -> int:
 def _engine_cores(raylet: int, procs: dict[int, tuple[str, int, str]] | None = None) -> list[int]:
     """Engine core processes whose parent is a worker of ``raylet`` (a conversion actor of this module's runtime):
     not the session's in-process engine of the other tests, whose core is a child of this process, and not a core of
-    another Ray runtime on the machine. Found by parent and grandparent pid, never by being this process's
-    descendant (a raylet's workers need not stay below the driver that started it)."""
+    another Ray runtime on the machine. Found by parent and grandparent pid, not by being this process's descendant
+    (the way CI's killed run once saw no core at all, cause unproven; ``seen`` notes whether each core was)."""
     procs = _processes() if procs is None else procs
     cores = []
     for pid, (comm, ppid, state) in procs.items():
