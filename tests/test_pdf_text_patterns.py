@@ -159,3 +159,21 @@ def test_financial_statement_headers_currency_and_totals(tmp_path: Path) -> None
     heads = [t for _, t in _headings(md)]
     assert heads == ["Condensed Consolidated Statements of Operations", "Note 6. Debt"], heads
     assert not any(r.startswith("16,425") or "Net sales:" in r for r in rows)
+
+
+def test_cells_wrapped_together_in_a_table_without_row_rules_stay_one_row(tmp_path: Path) -> None:
+    """A booktabs table (rules above and below the header and at the end only) whose label, value and remark all
+    wrap over lines, spaced like its rows: each row must stay one row, not one row per visual line (the remark's
+    "propane," or "(except for" says the cell goes on; a figure cell never wraps)."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    rows = [["Compressed gases (incl. LPG)", "Not allowed",
+             "Includes butane, propane, oxygen cylinders (except for medical use with prior approval)."],
+            ["Flammable liquids", "Not allowed", "Includes paints, thinners, petrol, solvents, lighter fluid."],
+            ["Lithium batteries (spare)", "Up to 2, at most 100 Wh each",
+             "Only for personal electronic devices; spares in hand baggage only."],
+            ["Power banks", "Not allowed", "Never in checked baggage."]]
+    pdf.ruled_table(TableSpec(header=[["Item", "Checked baggage", "Remarks"]], rows=rows, widths=[28.0, 26.0, 50.0]))
+    md = _markdown(pdf, tmp_path / "booktabs.pdf")
+    assert _rows(md) == [f"Item: {a}; Checked baggage: {b}; Remarks: {c}" + ("" if c.endswith(".") else ".")
+                         for a, b, c in rows], md

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from chunker.contract import is_figure
 from chunker.convert.pdf_text.textlayer import CURRENCY, WORD_BREAK, join_wrapped
 
 DIGITS = re.compile(r"\d")
@@ -60,11 +61,41 @@ def band_rows(segs: list[Seg], seps: list[float], ncols: int, merge_all: bool) -
         # section label ("Current assets:") or follows one.
         wraps = bool(cells[0]) and not any(cells[1:]) and not cells[0].endswith(":") \
             and not (rows and rows[-1][0].endswith(":") and not any(rows[-1][1:]))
-        if rows and (merge_all or not cells[0] or wraps):
+        if rows and (merge_all or not cells[0] or wraps or continues(rows[-1], cells)):
             rows[-1] = [join_wrapped(a, b) for a, b in zip(rows[-1], cells)]
         else:
             rows.append(cells)
     return rows
+
+
+# A cell whose text so far ends like this is not finished: the next line's text in that column goes on with it.
+_OPEN_END = re.compile(r"(?:[,\u00ad/&+]|(?<=[a-z])-|(?:^|\s)(?:and|or|of|for|the|a|an|to|in|on|at|by|with|per|from|than|"
+                       r"including|includes|except|between|into|over|under|up)\s*)$")
+_LOWER_WORD = re.compile(r"^[a-z]+(?:[\s,;.:)]|$)")
+_FIGURE_START = re.compile(r"^[(\-–—$€£¥]?\s*\d")
+
+
+def continues(row: list[str], line: list[str]) -> bool:
+    """Whether a visual line with text in the first column still belongs to the row above, in a table with no rule
+    between rows (booktabs): several cells wrapped together ("Compressed / Gases / (incl. LPG)" beside "Includes
+    butane, propane, / oxygen cylinders ..."), so "text in the first column" does not open a row there. Read from
+    the words only, since such tables space wrapped lines and rows alike: some column's text in the row so far
+    ends unfinished (a comma, a soft or word hyphen, a connective, an open parenthesis), or the line's text in a
+    column the row already fills goes on in lower case. Figures never count (a negative "(2,980)" starts a row)."""
+    pairs = [(a, b) for a, b in zip(row, line) if a and b]
+    if any(is_figure(a) or (is_figure(b.split()[0]) and any(is_figure(t) for t in a.split())) for a, b in pairs):
+        return False  # a figure cell never wraps, nor does wrapping stack one figure on another
+    for above, below in pairs:
+        if _FIGURE_START.match(below) or _FIGURE_START.match(above.split()[-1]):
+            continue
+        if _OPEN_END.search(above) or above.count("(") > above.count(")"):
+            return True
+        # Lower case goes on a sentence: a plain word ("oxygen cylinders"), not a name ("eVisa", "e-Visa") nor a
+        # one-word value in a column of them ("yes" under "no").
+        if _LOWER_WORD.match(below) and not above.rstrip().endswith((".", "!", "?", ";", ":")) \
+                and len(above.split()) + len(below.split()) >= 3:
+            return True
+    return False
 
 
 def headerish(cells: list[str]) -> bool:
