@@ -177,3 +177,54 @@ def test_cells_wrapped_together_in_a_table_without_row_rules_stay_one_row(tmp_pa
     md = _markdown(pdf, tmp_path / "booktabs.pdf")
     assert _rows(md) == [f"Item: {a}; Checked baggage: {b}; Remarks: {c}" + ("" if c.endswith(".") else ".")
                          for a, b, c in rows], md
+
+
+def _body_ruled_table(tmp_path: Path, lead: str, header_lines: list[list[str]]) -> str:
+    """A lead-in line, column labels with no rule above them, then a body ruled above and below (as filings draw
+    a list of subsidiaries or officers): the labels sit outside the ruled region."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    pdf.para(lead)
+    xs, widths = [20.0, 85.0, 125.0], [60.0, 35.0, 55.0]
+    pdf.set_font("Helvetica", "B", 9)
+    for labels in header_lines:
+        y = pdf.get_y()
+        for x, w, label in zip(xs, widths, labels):
+            pdf.set_xy(x, y)
+            pdf.cell(w, 5, label)
+        pdf.set_y(y + 5)
+    pdf.set_y(pdf.get_y() + 1)
+    pdf.line(20, pdf.get_y(), 180, pdf.get_y())
+    pdf.set_font("Helvetica", "", 10)
+    for cells in [("Northwind Membership, Inc.", "California", "Northwind Membership"),
+                  ("Northwind Canada Ltd.", "Canada", "Northwind Wholesale Canada"),
+                  ("NW Insurance Agency, Inc.", "Washington", "NW Insurance Agency")]:
+        y = pdf.get_y() + 1
+        for x, w, text in zip(xs, widths, cells):
+            pdf.set_xy(x, y)
+            pdf.cell(w, 5, text)
+        pdf.set_y(y + 5)
+    pdf.line(20, pdf.get_y() + 1, 180, pdf.get_y() + 1)
+    return _markdown(pdf, tmp_path / "schedule.pdf")
+
+
+def test_column_labels_set_above_a_ruled_body_are_the_tables_header(tmp_path: Path) -> None:
+    md = _body_ruled_table(tmp_path, "The following is a list of the subsidiaries of the company:",
+                           [["", "State or Other", "Name under Which"], ["Subsidiaries", "Jurisdiction", "It Does Business"]])
+    assert _rows(md) == [
+        "Subsidiaries: Northwind Membership, Inc.; State or Other Jurisdiction: California; "
+        "Name under Which It Does Business: Northwind Membership.",
+        "Subsidiaries: Northwind Canada Ltd.; State or Other Jurisdiction: Canada; "
+        "Name under Which It Does Business: Northwind Wholesale Canada.",
+        "Subsidiaries: NW Insurance Agency, Inc.; State or Other Jurisdiction: Washington; "
+        "Name under Which It Does Business: NW Insurance Agency."], md
+    # The labels are the header now, not a paragraph of their own.
+    assert not any(e.kind == "paragraph" and "Jurisdiction" in e.text for e in parse_markdown("d", [(md, 1)])), md
+
+
+def test_a_paragraph_running_into_the_labels_leaves_them_alone(tmp_path: Path) -> None:
+    """A lead-in whose last line sits tight above and does not end a sentence may be what the "labels" go on
+    from: nothing is taken into the header then (half a header, or a paragraph's tail, labels no column)."""
+    md = _body_ruled_table(tmp_path, "The subsidiaries below, which the board reviews every quarter and lists with "
+                           "the accounts, are shown by", [["Subsidiaries", "Jurisdiction", "Business name"]])
+    assert not any("Jurisdiction: California" in r for r in _rows(md)), md
