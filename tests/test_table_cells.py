@@ -57,3 +57,19 @@ def test_band_rows_keep_a_three_line_row_whole_and_open_the_next() -> None:
         ["Compressed Gases (incl. LPG)", "Not Allowed", "Includes butane, oxygen cylinders (except for medical use)."],
         ["Flammable Liquids", "Not Allowed", "Includes paints, petrol."],
     ]
+
+
+def test_a_column_of_percent_signs_joins_the_figures_to_its_left() -> None:
+    from chunker.convert.pdf_text.cells import merge_sign_columns
+
+    header = ["", "2022", "", "2021", ""]
+    rows = [["Pharmacy", "76.9", "%", "76.0", "%"], ["Earnings per share", "(2)", "%", "—", ""],
+            ["Stores", "9,939", "", "9,962", ""]]
+    assert merge_sign_columns(header, rows) == (
+        ["", "2022", "2021"], [["Pharmacy", "76.9%", "76.0%"], ["Earnings per share", "(2)%", "—"],
+                               ["Stores", "9,939", "9,962"]], [0, 1, 3])
+    # A column that also holds figures is a column of its own; so is one beside no figures.
+    mixed = [["Growth", "25", "%"], ["Margin", "4", "12"]]
+    assert merge_sign_columns(["", "A", "B"], [list(r) for r in mixed])[1] == mixed
+    words = [["Class", "Economy", "%"]]
+    assert merge_sign_columns(["", "A", "B"], [list(r) for r in words])[1] == words

@@ -168,6 +168,33 @@ def merge_currency_columns(header: list[str], rows: list[list[str]]) -> tuple[li
 
 
 
+def merge_percent_columns(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]], list[int]]:
+    """A column holding nothing but percent signs (filings set "25 | %" in two columns) joins the figures to its
+    left: "25" + "%" -> "25%", so the figure reads as the percentage it is and the sign takes no header of its own."""
+    ncols = len(header)
+    signs = [c for c in range(1, ncols)
+             if any(r[c] for r in rows) and all(not r[c] or r[c] in ("%", "%)") for r in rows)
+             and any(DIGITS.search(r[c - 1]) for r in rows)]
+    signs = [c for c in signs if c - 1 not in signs]
+    if not signs:
+        return header, rows, list(range(ncols))
+    for c in signs:
+        for r in rows:
+            if r[c] and r[c - 1]:
+                r[c - 1] = r[c - 1] + r[c]
+        if header[c] and not header[c - 1]:
+            header[c - 1] = header[c]
+    keep = [c for c in range(ncols) if c not in signs]
+    return [header[c] for c in keep], [[r[c] for c in keep] for r in rows], keep
+
+
+def merge_sign_columns(header: list[str], rows: list[list[str]]) -> tuple[list[str], list[list[str]], list[int]]:
+    """:func:`merge_currency_columns` then :func:`merge_percent_columns`; the kept indexes are the input's."""
+    header, rows, kept = merge_currency_columns(header, rows)
+    header, rows, still = merge_percent_columns(header, rows)
+    return header, rows, [kept[k] for k in still]
+
+
 def clean_cells(rows: list[list[str]]) -> list[list[str]]:
     """Cells without the soft-hyphen marks that only guided the joining of wrapped fragments."""
     return [[_SIGN_SPACE.sub(r"\1", c.replace(WORD_BREAK, "").strip()) for c in r] for r in rows]

@@ -20,7 +20,7 @@ import pypdfium2.raw as pdfium_c
 
 from chunker.contract import UNIT
 from chunker.convert.pdf_text.cells import (DIGITS, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
-                                            compose_header, headerish, merge_currency_columns, visual_rows)
+                                            compose_header, headerish, merge_sign_columns, visual_rows)
 from chunker.convert.pdf_text.textlayer import CURRENCY, PageText
 
 _HRULE_MAX_H = 3.0
@@ -383,11 +383,11 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
             head_segs = _segments(page, above, [])  # the body's column rules do not cut labels set above them
             header = compose_header(_split_crossing(page, head_segs, found), head_segs, seps, keep, segs, [])
             if sum(1 for h in header[1:] if h) >= max(1, (len(keep) - 1) // 2):
-                header, body, kept = merge_currency_columns(header, [list(r) for r in rows])
+                header, body, kept = merge_sign_columns(header, [list(r) for r in rows])
                 top = min(page.lines[i].y0 for i in above) - 1
                 return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx) | set(above),
                              columns=[lefts[k] for k in kept])
-        _, body, kept = merge_currency_columns([""] * len(keep), [list(r) for r in rows])
+        _, body, kept = merge_sign_columns([""] * len(keep), [list(r) for r in rows])
         return Table((x0, top, x1, bottom), None, clean_cells(body), set(idx), columns=[lefts[k] for k in kept])
     head_segs = [sg for band in band_segs[:head_bands] for sg in band]
     body_segs = [sg for band in band_segs[head_bands:] for sg in band]
@@ -395,7 +395,7 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     spans = [r for r in _join_abutting(rules.horizontal) if head_y[0] < r[2] < head_y[1] and r[1] - r[0] < x1 - x0 - 4]
     header = compose_header(head_segs, [sg for sg in whole if head_y[0] < sg.y < head_y[1]], seps, keep, body_segs,
                              spans)
-    header, body, kept = merge_currency_columns(header, [list(r) for r in rows[n_head:]])
+    header, body, kept = merge_sign_columns(header, [list(r) for r in rows[n_head:]])
     return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx),
                  clean_cells(rows[:n_head]), bold_head, [lefts[k] for k in kept])
 
