@@ -146,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reference", help="reference chunk JSONL (one document a line with its chunks)")
     p.add_argument("--output", default="output/eval", help="where the run and the report go")
     p.add_argument("--modes", default=None, help="comma list of retrieval modes to score (default: the config's)")
-    p.add_argument("--reuse", action="store_true", help="reuse an earlier ingest in --output with the same config")
+    p.add_argument("--reuse", action="store_true", help="reuse an earlier ingest in --output with the same config "
+                   "(without it every document is converted again, whatever --output holds)")
     p.add_argument("--no-baselines", action="store_true", help="score our chunks only")
     p.add_argument("--answer-base-url", help="OpenAI-compatible endpoint for answer-level evaluation (optional; "
                    "key from OPENAI_API_KEY)")
@@ -178,7 +179,9 @@ def main(argv: list[str] | None = None) -> int:
     reuse = args.reuse and summary_file.exists() and json.loads(summary_file.read_text()).get("config_hash") == h
     t0 = time.perf_counter()
     if not reuse:
-        print_summary(run_ingest(cfg, args.corpus, str(run_dir)))
+        # Every document again (force): the ingest's done ledger is keyed by the config, not the code, so without
+        # it a second evaluation into the same --output would score the chunks the earlier code made.
+        print_summary(run_ingest(cfg, args.corpus, str(run_dir), force=True))
     ours = from_table(RunStore(str(run_dir)).read("chunks", CHUNK), Chunk)
     embedder = Embedder(cfg.embed)
     from chunker.index.store import ChunkStore
