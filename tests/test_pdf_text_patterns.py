@@ -210,7 +210,8 @@ def _body_ruled_table(tmp_path: Path, lead: str, header_lines: list[list[str]]) 
 
 def test_column_labels_set_above_a_ruled_body_are_the_tables_header(tmp_path: Path) -> None:
     md = _body_ruled_table(tmp_path, "The following is a list of the subsidiaries of the company:",
-                           [["", "State or Other", "Name under Which"], ["Subsidiaries", "Jurisdiction", "It Does Business"]])
+                           [["", "State or Other", "Name under Which"],
+                            ["Subsidiaries", "Jurisdiction", "It Does Business"]])
     assert _rows(md) == [
         "Subsidiaries: Northwind Membership, Inc.; State or Other Jurisdiction: California; "
         "Name under Which It Does Business: Northwind Membership.",

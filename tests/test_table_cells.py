@@ -28,7 +28,8 @@ def test_a_cell_left_unfinished_carries_the_line_into_its_row(row: list[str], li
     (["Flammable Liquids", "Not Allowed", "Includes paints, petrol, lighter fluid."],
      ["Flammable", "Not", "Safety matches (1 small box"]),
     # Names that start in lower case and one-word values are not a sentence going on.
-    (["Russia", "6 months", "Invitation letter needed for some purposes"], ["Turkey", "6 months", "e-Visa for tourism"]),
+    (["Russia", "6 months", "Invitation letter needed for some purposes"],
+     ["Turkey", "6 months", "e-Visa for tourism"]),
     (["UAE (Dubai)", "Yes", "On-arrival for some categories"], ["Saudi Arabia", "Yes", "eVisa for tourism"]),
     (["Alpha", "yes"], ["Beta", "no"]),
     # A credit rating "A-" is not a word cut at a hyphen, nor "A" an article.

@@ -69,8 +69,8 @@ def band_rows(segs: list[Seg], seps: list[float], ncols: int, merge_all: bool) -
 
 
 # A cell whose text so far ends like this is not finished: the next line's text in that column goes on with it.
-_OPEN_END = re.compile(r"(?:[,\u00ad/&+]|(?<=[a-z])-|(?:^|\s)(?:and|or|of|for|the|a|an|to|in|on|at|by|with|per|from|than|"
-                       r"including|includes|except|between|into|over|under|up)\s*)$")
+_OPEN_END = re.compile(r"(?:[,\u00ad/&+]|(?<=[a-z])-|(?:^|\s)(?:and|or|of|for|the|a|an|to|in|on|at|by|with|per|"
+                       r"from|than|including|includes|except|between|into|over|under|up)\s*)$")
 _LOWER_WORD = re.compile(r"^[a-z]+(?:[\s,;.:)]|$)")
 _FIGURE_START = re.compile(r"^[(\-–—$€£¥]?\s*\d")
 
