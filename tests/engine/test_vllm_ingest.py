@@ -9,6 +9,7 @@ is a worker of this module's own raylet, found by reading ``/proc`` when the run
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -86,19 +87,29 @@ def _raylet_pid() -> int:
     return node.all_processes[ray_constants.PROCESS_TYPE_RAYLET][0].process.pid
 
 
+def _worker_of(pid: int, raylet: int, procs: dict[int, tuple[str, int, str]]) -> int | None:
+    """The worker of ``raylet`` (its child) that ``pid`` descends from, at most a few generations down; None when
+    ``pid`` is not below that raylet. Any depth, not "the core's parent is a ``ray::`` worker": a core spawned through
+    an intermediate process (a fork server) is still this runtime's core."""
+    chain = [pid]
+    while chain[-1] in procs and len(chain) < 8:
+        parent = procs[chain[-1]][1]
+        if parent == raylet:
+            return chain[-1] if len(chain) > 1 else None
+        chain.append(parent)
+    return None
+
+
 def _engine_cores(raylet: int, procs: dict[int, tuple[str, int, str]] | None = None) -> list[int]:
-    """Engine core processes whose parent is a worker of ``raylet`` (a conversion actor of this module's runtime):
-    not the session's in-process engine of the other tests, whose core is a child of this process, and not a core of
-    another Ray runtime on the machine. Found by parent and grandparent pid, not by being this process's descendant
-    (the way CI's killed run once saw no core at all, cause unproven; ``seen`` notes whether each core was)."""
+    """Engine core processes below a worker of ``raylet`` (a conversion actor of this module's runtime): not the
+    session's in-process engine of the other tests, whose core is a child of this process, and not a core of another
+    Ray runtime on the machine. Found by walking up from the core to the raylet, not by being this process's
+    descendant (the way CI's killed run once saw no core at all, cause unproven; ``seen`` notes each core's parent
+    and whether it was below this process)."""
     procs = _processes() if procs is None else procs
-    cores = []
-    for pid, (comm, ppid, state) in procs.items():
-        parent = procs.get(ppid)
-        # (A killed core stays a zombie until its actor reaps it: not a core any more.)
-        if ENGINE_CORE in comm and state != "Z" and parent and parent[0].startswith("ray::") and parent[1] == raylet:
-            cores.append(pid)
-    return cores
+    # (A killed core stays a zombie until its actor reaps it: not a core any more.)
+    return [pid for pid, (comm, _, state) in procs.items()
+            if ENGINE_CORE in comm and state != "Z" and _worker_of(pid, raylet, procs) is not None]
 
 
 def _below(pid: int, ancestor: int, procs: dict[int, tuple[str, int, str]]) -> bool:
@@ -217,13 +228,16 @@ class Killer(Watcher):
         self.actor_left_after_s: float | None = None
 
     def _kill(self, when: str, core: int) -> int | None:
-        """The killed core's actor, or None when the core was gone (or a zombie) by now."""
-        now = _proc(core)
-        if now is None or now[2] == "Z":
+        """The killed core's actor (the raylet's worker it runs below), or None when the core was gone (or a
+        zombie) by now."""
+        procs = _processes()
+        now = procs.get(core)
+        actor = _worker_of(core, self.raylet, procs)
+        if now is None or now[2] == "Z" or actor is None:
             return None
         os.kill(core, signal.SIGKILL)
         self.killed.append((when, core))
-        return now[1]
+        return actor
 
     def _start_up_kill(self) -> int | None:
         """The actor of the first core that stays alive ``START_UP_KILL_AFTER_S`` after it was first seen."""
@@ -325,6 +339,10 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     cfg = _cfg(tiny_vlm, tmp / "m.db")
     killer = Killer(_raylet_pid(), out)
     s = _watched_ingest(killer, cfg, samples_dir, out)
+    if [w for w, _ in killer.killed] != ["start-up", "mid-run"]:
+        # In full: pytest cuts a long assertion message, and this is what a recurrence has to say.
+        print("killer report:", json.dumps({"killed": killer.killed, **killer.report()}, default=str, indent=1))
+        print(_actor_logs(ray_runtime, since)[-6000:])
     assert [w for w, _ in killer.killed] == ["start-up", "mid-run"], (killer.killed, killer.report())
     # The actor saw its engine die and left at once: its requests in flight did not wait out their batch timeout
     # (page_timeout_s x batch_pages, 960 s here), which is what a request that vLLM never wakes would do.
