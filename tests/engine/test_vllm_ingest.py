@@ -303,6 +303,8 @@ def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, s
 
     # Shutdown: the actor is let go at the end of the run, and its engine core goes with it. (The core was seen
     # while the run went on: the check below, and the next test's kills, look for the process that was there.)
+    if not watcher.seen or watcher.error is not None:
+        print("watcher report:", json.dumps(watcher.report(), default=str, indent=1))  # in full (pytest cuts it)
     assert watcher.seen and watcher.error is None, watcher.report()
     assert not _wait_no_engine_core(watcher.raylet, SHUTDOWN_WAIT_S), "an engine core outlived the run"
     logs = _actor_logs(ray_runtime, since)
