@@ -89,8 +89,8 @@ def _raylet_pid() -> int:
 
 def _worker_of(pid: int, raylet: int, procs: dict[int, tuple[str, int, str]]) -> int | None:
     """The worker of ``raylet`` (its child) that ``pid`` descends from, at most a few generations down; None when
-    ``pid`` is not below that raylet. Any depth, not "the core's parent is a ``ray::`` worker": a core spawned through
-    an intermediate process (a fork server) is still this runtime's core."""
+    ``pid`` is not below that raylet. Any depth, so an intermediate process between worker and core would not hide
+    it (that was not the cause of the watcher's empty runs: one failed with this rule too)."""
     chain = [pid]
     while chain[-1] in procs and len(chain) < 8:
         parent = procs[chain[-1]][1]

@@ -17,12 +17,12 @@ import re
 from dataclasses import dataclass, field
 
 from chunker.contract import is_figure
+from chunker.convert.pdf_text.cells import SEG_GAP_EM
 from chunker.convert.pdf_text.textlayer import CURRENCY, Line, PageText
 
 _YEAR = re.compile(r"^(?:fy\s?)?(?:19|20)\d{2}[a-z]?$", re.I)
 _SPACED = re.compile(r"(?<=\d)\s+(?=[.,]\d)|(?<=\d\.)\s+(?=\d)|(?<=\d,)\s+(?=\d{3}\b)")  # not "31, 2023"
 COLUMN_NO = re.compile(r"^\(\d{1,2}\)$")
-_SEG_GAP_EM = 0.8
 
 
 def is_year(text: str) -> bool:
@@ -116,7 +116,7 @@ def visual_rows(page: PageText, skip: set[int]) -> list[Row]:
     rows: list[Row] = []
     for y0, y1, i, ln in items:
         mid = (y0 + y1) / 2
-        segs = [Seg(t, a, b, i, ln) for t, a, b in ln.segments(_SEG_GAP_EM * max(ln.size, 4), split_currency=True)
+        segs = [Seg(t, a, b, i, ln) for t, a, b in ln.segments(SEG_GAP_EM * max(ln.size, 4), split_currency=True)
                 if t]
         if not segs:
             continue

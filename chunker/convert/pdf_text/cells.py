@@ -14,6 +14,7 @@ from chunker.contract import is_figure
 from chunker.convert.pdf_text.textlayer import CURRENCY, WORD_BREAK, join_wrapped
 
 DIGITS = re.compile(r"\d")
+SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates cells (and the labels set above them)
 _SIGN_SPACE = re.compile(r"^([" + CURRENCY + r"])\s+(?=[\d(])")
 # A header cell may hold years and dates ("June 30, 2024", "FY2023") but no other figures.
 YEAR_OR_DATE = re.compile(

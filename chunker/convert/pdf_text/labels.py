@@ -6,10 +6,9 @@ from __future__ import annotations
 import re
 
 from chunker.contract import UNIT
-from chunker.convert.pdf_text.cells import DIGITS, YEAR_OR_DATE, Seg, column_of
+from chunker.convert.pdf_text.cells import DIGITS, SEG_GAP_EM, YEAR_OR_DATE, Seg, column_of
 from chunker.convert.pdf_text.textlayer import PageText
 
-SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates labels (as it separates cells)
 _ENDED = re.compile(r"[.:;!?)]\s*$")
 _NOTE_MARKS = re.compile(r"(?:\s*(?:\(\d{1,2}\)|\([a-z]\)|\*+|†))+\s*")
 

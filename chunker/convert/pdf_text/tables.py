@@ -18,14 +18,13 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chunker.convert.pdf_text.cells import (DIGITS, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
+from chunker.convert.pdf_text.cells import (DIGITS, SEG_GAP_EM, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
                                             compose_header, headerish, merge_sign_columns, visual_rows)
 from chunker.convert.pdf_text.labels import header_above
 from chunker.convert.pdf_text.textlayer import CURRENCY, PageText
 
 _HRULE_MAX_H = 3.0
 _MIN_RULE_W = 15.0
-_SEG_GAP_EM = 0.8  # a horizontal gap wider than this many ems separates cells
 _BULLET_ONLY = re.compile(r"^[•●▪■◦‣∙·○◆◇►▸➢✓✔–-]$")
 
 
@@ -129,7 +128,7 @@ def _segments(page: PageText, idx: list[int], cuts: list[float]) -> list[Seg]:
     for i in idx:
         ln = page.lines[i]
         y = (ln.y0 + ln.y1) / 2
-        parts = [p for p in ln.segments(_SEG_GAP_EM * max(ln.size, 4.0), cuts, split_currency=True) if p[0]]
+        parts = [p for p in ln.segments(SEG_GAP_EM * max(ln.size, 4.0), cuts, split_currency=True) if p[0]]
         k = 0
         while k < len(parts):
             text, a, b = parts[k]
@@ -226,7 +225,7 @@ def _paragraph_like(page: PageText, idx: list[int], width: float) -> bool:
     """A long running line inside the stack: the rules frame prose, not a table."""
     for i in idx:
         ln = page.lines[i]
-        if len(ln.text.split()) >= 8 and ln.x1 - ln.x0 > 0.5 * width and len(ln.segments(_SEG_GAP_EM * ln.size)) == 1:
+        if len(ln.text.split()) >= 8 and ln.x1 - ln.x0 > 0.5 * width and len(ln.segments(SEG_GAP_EM * ln.size)) == 1:
             return True
     return False
 
@@ -298,7 +297,7 @@ def _outside(stack: list[tuple[float, float, float]], claimed: list[tuple[float,
 def _single_rule_extent(page: PageText, x0: float, x1: float, y: float) -> list[float] | None:
     """A lone rule under a header line: the table runs from the line above down through the columnar lines below."""
     above = [ln for ln in page.lines if ln.y1 <= y + 1 and y - ln.y1 < 1.5 * max(ln.size, 6) and ln.x0 >= x0 - 2]
-    if not above or len(above[-1].segments(_SEG_GAP_EM * above[-1].size)) < 2:
+    if not above or len(above[-1].segments(SEG_GAP_EM * above[-1].size)) < 2:
         return None
     top = min(ln.y0 for ln in above) - 1
     bottom = _extend_down(page, x0, y)
@@ -312,7 +311,7 @@ def _extend_down(page: PageText, x0: float, y: float) -> float:
         limit = (1.2 if bottom == y else 1.8) * max(ln.size, 6)  # a rule sits close above the next row's text
         if ln.y0 - bottom > limit or ln.x0 < x0 - 4:
             break
-        if len(ln.segments(_SEG_GAP_EM * ln.size)) < 2 and ln.y0 - bottom > 0.6 * max(ln.size, 6):
+        if len(ln.segments(SEG_GAP_EM * ln.size)) < 2 and ln.y0 - bottom > 0.6 * max(ln.size, 6):
             # A single-cell line only belongs to the table when it wraps the row just above.
             break
         bottom = ln.y1 + 0.5
