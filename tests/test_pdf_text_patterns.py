@@ -229,3 +229,61 @@ def test_a_paragraph_running_into_the_labels_leaves_them_alone(tmp_path: Path) -
     md = _body_ruled_table(tmp_path, "The subsidiaries below, which the board reviews every quarter and lists with "
                            "the accounts, are shown by", [["Subsidiaries", "Jurisdiction", "Business name"]])
     assert not any("Jurisdiction: California" in r for r in _rows(md)), md
+
+
+def _paras(md: str) -> list[str]:
+    return [e.text for e in parse_markdown("d", [(md, 1)]) if e.kind in ("paragraph", "list_item")]
+
+
+def _inline_list_para(pdf: DevPdf, lead: str, items: list[str]) -> None:
+    """A paragraph written as an inline dash list ("Highlights: - a - b - c"), the way a Markdown list without
+    blank lines around it comes out of a typesetter: justified, one dash wherever the line happens to wrap."""
+    pdf.use_font()
+    pdf.multi_cell(0, pdf.style.body * 0.5, lead + " " + " ".join(f"- {t}" for t in items), align="J",
+                   markdown=True, new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(2)
+
+
+def test_a_paragraph_whose_first_line_is_bold_is_no_heading(tmp_path: Path) -> None:
+    """Seen on a travel company's menus: a bold run that fills the paragraph's first line ("Highlights: - Multiple
+    appetizers, mains, and dessert options on every" / "flight - Refined cuisine ...") became a heading, cut the
+    paragraph in two and named the sections below it in every breadcrumb."""
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    pdf.heading("Business Class", 2)
+    pdf.para("Business travellers enjoy restaurant-style dining with a wide menu on every route we fly.")
+    bold = ("**Highlights: - Multiple appetizers, mains, and dessert options on every flight of more than three "
+            "hours, with a choice of cuisines**")
+    _inline_list_para(pdf, bold, ["Grilled meats and fish, curries and Mediterranean dishes",
+                                  "Vegetarian selections always available", "Wine, beer, coffee and teas"])
+    pdf.heading("Economy Class", 2)
+    pdf.para("Economy menus focus on satisfying meals inspired by international tastes.")
+    md = _markdown(pdf, tmp_path / "bold.pdf")
+    assert [t for _, t in _headings(md)] == ["Business Class", "Economy Class"], md
+    assert any(p.startswith("Highlights:") and "every flight of more than three hours" in p
+               and p.endswith("Wine, beer, coffee and teas") for p in _paras(md)), md
+
+
+def test_a_dash_where_a_paragraph_wraps_is_no_list_item(tmp_path: Path) -> None:
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    items = ["Multi-course gourmet dining: starters, main courses and desserts", "Curated wine list",
+             "Fresh ingredients: caviar, seafood and truffles", "Personalized service on select routes",
+             "Wide range of cuisines: French, Italian, Pan-Asian and more", "Exclusive beverage pairings: aged "
+             "whiskies and luxury teas", "Seasonal tasting menus"]
+    # Find a lead-in whose wrap puts a dash at the start of a line (fpdf2's own line breaking decides where).
+    lines: list[str] = []
+    for n in range(40):
+        lead = "**Highlights:** " + "x" * n
+        pdf.use_font()
+        text = lead + " " + " ".join(f"- {t}" for t in items)
+        lines = pdf.multi_cell(0, pdf.style.body * 0.5, text, align="J", markdown=True, dry_run=True, output="LINES")
+        if any(ln.startswith("- ") for ln in lines[1:-1]):
+            break
+    assert any(ln.startswith("- ") for ln in lines[1:-1]), "no wrap put a dash at a line start"
+    pdf.heading("First Class", 2)
+    _inline_list_para(pdf, lead, items)
+    md = _markdown(pdf, tmp_path / "dash.pdf")
+    paras = _paras(md)
+    assert len(paras) == 1 and paras[0].endswith("- Seasonal tasting menus"), paras
+    assert "aged whiskies and luxury teas" in paras[0]

@@ -264,7 +264,22 @@ class PageWriter:
         if nxt is None:
             return True
         gap = nxt.y0 - line.y1
+        if gap <= 0.5 * max(line.size, 4) and nxt.size == line.size and self._full(line, nxt.x0) \
+                and _list_marker(nxt.text) is None:
+            # A bold line that runs to the right edge with the next line close under it is a paragraph's first
+            # line set in bold ("Highlights: - Multiple appetizers, mains, and dessert options on every" over
+            # "flight - Refined cuisine..."): a heading ends short of the edge or wraps onto a bold line.
+            return False
         return gap > 0.5 * max(line.size, 4) or nxt.bold != line.bold or _list_marker(nxt.text) is not None
+
+    def _full(self, line: Line, start: float) -> bool:
+        """The line runs from where its block's lines start (``start``: an item's text is indented) or from the
+        text's usual left edge to the right edge, with no wide gap inside (a row of column labels spread over the
+        width is no paragraph line): a paragraph line that wrapped."""
+        left, right = self._edges()
+        size = max(line.size, 4)
+        return (line.x0 <= left + size or abs(line.x0 - start) < 2) and line.x1 >= right - size \
+            and len(line.segments(2 * size)) == 1
 
     def _edges(self) -> tuple[float, float]:
         return (self.stats.text_left or self.left), (self.stats.text_right or self.right)
@@ -322,6 +337,14 @@ class PageWriter:
         size = max(line.size, 4)
         marker = _list_marker(text)
         b = self.block
+        if marker is not None and text[:1] in "-–" and b is not None and b.kind == "para" and gap < 0.55 * size \
+                and abs(b.last.size - line.size) < 0.6 and self._full(b.last, b.x0) and line.x0 < b.last.x0 + 2:
+            # A dash that opens a line right under a paragraph's full line is where the paragraph wrapped
+            # ("... Indian Royal, Pan-Asian, and more" / "- Exclusive beverage pairings: ..."): a list would
+            # have begun its first item on a line of its own; joined, so the item's own wrap stays with it too.
+            b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
+            b.last = line
+            return
         if marker is not None and md_is_number(marker[0]) and line.bold and nxt is not None and len(text) < 90 \
                 and _list_marker(nxt.text) is not None and nxt.x0 > line.x0 + 5 and not _SENTENCE_END.search(text):
             # A bold numbered line over an indented list is a numbered sub-heading (job titles, steps with detail).
@@ -348,7 +371,11 @@ class PageWriter:
             return
         ended = b is not None and b.last.x1 < self.left + 0.75 * (self.right - self.left) \
             and bool(_SENTENCE_END.search(b.last.text))
-        if b is not None and b.kind == "para" and gap < 0.55 * size and not ended and abs(b.last.size - line.size) < 0.6:
+        # Glyph boxes are tight: a line of x-height letters ("menus", "or are") starts lower than its neighbours,
+        # so a lower-case line under a paragraph's full line is its continuation a little further down too.
+        near = gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower() and self._full(b.last, b.x0)) \
+            if b is not None else False
+        if b is not None and b.kind == "para" and near and not ended and abs(b.last.size - line.size) < 0.6:
             b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
             b.last = line
             return
