@@ -287,3 +287,67 @@ def test_a_dash_where_a_paragraph_wraps_is_no_list_item(tmp_path: Path) -> None:
     paras = _paras(md)
     assert len(paras) == 1 and paras[0].endswith("- Seasonal tasting menus"), paras
     assert "aged whiskies and luxury teas" in paras[0]
+
+
+def _schedule(tmp_path: Path) -> str:
+    """A roll-forward schedule as a 10-K sets one: column labels in small bold type over two lines, the unit in the
+    stub, a bold year alone on its row over each year's rows, a note mark set small after a row label, a "$" apart
+    from its figure, and negative figures in parentheses that read like column numbers ("(2)")."""
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    pdf.para("Below are the accruals for rebates and returns of the segment for the last two fiscal years.")
+    xs, w = [20.0, 80.0, 110.0, 140.0, 170.0], 28.0  # column lefts; labels and figures set right in each
+    y = pdf.get_y()
+    pdf.set_font("Times", "B", 8)
+    for x, label in zip(xs[1:], ["Balance at", "", "", "Balance at"]):
+        pdf.set_xy(x, y)
+        pdf.cell(w, 4, label, align="R")
+    y += 3
+    pdf.set_xy(xs[0], y)
+    pdf.cell(50, 4, "(Dollars in Millions)")
+    for x, label in zip(xs[1:], ["Beginning of Period", "Accruals", "Payments", "End of Period"]):
+        pdf.set_xy(x, y)
+        pdf.cell(w, 4, label, align="R")
+    y += 6
+    for year, rows in [("2022", [("Accrued rebates", "287", "1,052", "(948)", "391"),
+                                 ("Accrued returns", "76", "(2)", "(21)", "53"),
+                                 ("Total", "363", "1,050", "(969)", "444")]),
+                       ("2021", [("Accrued rebates", "289", "893", "(895)", "287"),
+                                 ("Accrued returns", "76", "(3)", "(11)", "62"),
+                                 ("Total", "365", "890", "(906)", "349")])]:
+        pdf.set_font("Times", "B", 10)
+        pdf.set_xy(xs[0], y)
+        pdf.cell(40, 5, year)
+        y += 6
+        for n, (label, *values) in enumerate(rows):
+            pdf.set_font("Times", "", 10)
+            pdf.set_xy(xs[0], y)
+            pdf.cell(pdf.get_string_width(label) + 1, 5, label)
+            if n == 0:
+                pdf.set_font("Times", "", 6)
+                pdf.cell(6, 3, "(1)")  # the note mark, small and raised
+                pdf.set_font("Times", "", 10)
+                pdf.set_xy(xs[1] + 4, y)
+                pdf.cell(4, 5, "$")
+            for x, v in zip(xs[1:], values):
+                pdf.set_xy(x, y)
+                pdf.cell(w, 5, v, align="R")
+            y += 6
+        y += 4
+    return _markdown(pdf, tmp_path / "schedule.pdf")
+
+
+def test_a_schedule_with_a_bold_year_over_each_years_rows_keeps_its_labels(tmp_path: Path) -> None:
+    """Seen in a 10-K's reserve schedules: the bold "2022" alone on its row read as a figure, so the header above
+    it was never reached and every row went out unlabelled; the small note mark "(1)" after a label read as the
+    row's first figure; a row whose figures are "(2)  (21)" read as a header of column numbers and broke the
+    table in two."""
+    rows = _rows(_schedule(tmp_path))
+    assert rows == [
+        f"{year} > {label} | Dollars in Millions | Balance at Beginning of Period: {a}; Accruals: {b}; "
+        f"Payments: {c}; Balance at End of Period: {d}" for year, label, a, b, c, d in [
+            ("2022", "Accrued rebates (1)", "$287", "1,052", "(948)", "391"),
+            ("2022", "Accrued returns", "76", "(2)", "(21)", "53"), ("2022", "Total", "363", "1,050", "(969)", "444"),
+            ("2021", "Accrued rebates (1)", "$289", "893", "(895)", "287"),
+            ("2021", "Accrued returns", "76", "(3)", "(11)", "62"), ("2021", "Total", "365", "890", "(906)", "349")]
+    ], rows

@@ -100,8 +100,9 @@ class Cells:
     @property
     def numeric(self) -> bool:
         """Has figures that are not all years or column numbers (a row of "2024 2023" or of "(1) (2) (3)" is part
-        of the header)."""
-        return bool(self.figures) and not all(is_year(f.text) or COLUMN_NO.match(f.text) for f in self.figures)
+        of the header; beside a row label, "(2)  (21)" are negative figures)."""
+        return bool(self.figures) and not all(is_year(f.text) or (COLUMN_NO.match(f.text) and not self.label)
+                                              for f in self.figures)
 
 
 def visual_rows(page: PageText, skip: set[int]) -> list[Row]:
@@ -133,7 +134,8 @@ def visual_rows(page: PageText, skip: set[int]) -> list[Row]:
 
 
 def read_cells(row: Row) -> Cells:
-    """Label and figures of a row. A year at the left margin followed by figures is a label ("2024  1,250")."""
+    """Label and figures of a row. A year at the left margin followed by figures is a label ("2024  1,250"), and
+    so is a year alone in bold on its row: the group label over a year's rows of a schedule ("2022")."""
     out = Cells()
     sign: Seg | None = None
     label: list[Seg] = []
@@ -142,8 +144,13 @@ def read_cells(row: Row) -> Cells:
         if t in CURRENCY:
             sign = s
             continue
+        if label and not out.figures and COLUMN_NO.match(t) and s.src is not None and label[-1].src is not None \
+                and s.src.size < 0.85 * label[-1].src.size:
+            label.append(s)  # a note mark set small after the label ("Accrued rebates (1)"), no figure
+            continue
         if is_figure(t) and not (k == 0 and is_year(t) and len(row.segs) > 1 and not out.figures
-                                 and row.segs[1].x0 - s.x1 > 2 * row.size):
+                                 and row.segs[1].x0 - s.x1 > 2 * row.size) \
+                and not (len(row.segs) == 1 and row.bold and is_year(t)):
             if sign is not None:
                 out.figures.append(Seg(f"{sign.text}{t}", sign.x0, s.x1, s.line, s.src))
                 sign = None
