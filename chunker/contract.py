@@ -150,7 +150,8 @@ def row_labelled(headers: list[str], rows: list[list[str]]) -> bool:
     stub = headers[0].strip()
     if stub and not UNIT.search(stub) and not re.fullmatch(r"Column 1", stub):
         return False
-    labels = sum(1 for r in rows if r and r[0].strip() and not is_figure(r[0]))
+    # A stub cell with nothing beside it labels the rows below it, whatever it reads (a year over its rows).
+    labels = sum(1 for r in rows if r and r[0].strip() and (not is_figure(r[0]) or not any(c.strip() for c in r[1:])))
     rest = [c.strip() for r in rows for c in r[1:] if c.strip()]
     figs = sum(1 for c in rest if is_figure(c))
     return labels >= 0.8 * len(rows) and bool(rest) and figs >= 0.5 * len(rest)

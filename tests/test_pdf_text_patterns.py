@@ -351,3 +351,82 @@ def test_a_schedule_with_a_bold_year_over_each_years_rows_keeps_its_labels(tmp_p
             ("2021", "Accrued rebates (1)", "$289", "893", "(895)", "287"),
             ("2021", "Accrued returns", "76", "(3)", "(11)", "62"), ("2021", "Total", "365", "890", "(906)", "349")]
     ], rows
+
+
+def _grouped_lists(tmp_path: Path) -> str:
+    """Two ruled lists in the same columns, each opening with a bold group label alone in its band (as a 10-K sets
+    its directors and officers): the column labels are set once, above the first list's rules."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(20, 13, 11)))
+    pdf.add_page()
+    pdf.para("The directors and executive officers of the company are listed below.")
+    xs, widths = [20.0, 85.0, 125.0], [60.0, 35.0, 55.0]
+    pdf.set_font("Helvetica", "B", 9)
+    y = pdf.get_y()
+    for x, w, label in zip(xs, widths, ["Name", "Age", "Position Held Since"]):
+        pdf.set_xy(x, y)
+        pdf.cell(w, 5, label)
+    y += 6
+    for n, (group, rows) in enumerate([
+            ("Directors", [("Ada Lindqvist", "61", "Chair of the Board, 2015"), ("Tomas Berg", "58", "Lead Director, 2019")]),
+            ("Executive officers", [("Maria Holm", "52", "Chief Executive Officer, 2020"),
+                                    ("Jon Ek", "47", "Chief Financial Officer, 2021")])]):
+        if n:
+            pdf.set_font("Helvetica", "", 8)
+            pdf.set_xy(20, y)
+            pdf.cell(150, 4, "Directors are elected every year at the annual meeting of shareholders.")
+            y += 12
+        pdf.line(20, y, 180, y)
+        pdf.set_font("Helvetica", "B", 10)
+        pdf.set_xy(xs[0], y + 1)
+        pdf.cell(60, 5, group)
+        y += 7
+        pdf.line(20, y, 180, y)
+        pdf.set_font("Helvetica", "", 10)
+        for cells in rows:
+            for x, w, text in zip(xs, widths, cells):
+                pdf.set_xy(x, y + 1)
+                pdf.cell(w, 5, text)
+            y += 6
+        pdf.line(20, y + 1, 180, y + 1)
+        y += 5
+    return _markdown(pdf, tmp_path / "officers.pdf")
+
+
+def test_a_bold_group_label_is_no_header_and_the_next_list_reads_with_the_labels_above(tmp_path: Path) -> None:
+    """Seen in 10-K schedules: a bold label alone in a ruled table's first band ("2022", "Directors") was taken as
+    its header, the column labels above the rules went out as a paragraph and the rows under "Column 2"; the
+    same columns' next table on the page ("2021") had no labels at all."""
+    rows = _rows(_grouped_lists(tmp_path))
+    assert rows == ["Name: Directors.",
+                    "Name: Ada Lindqvist; Age: 61; Position Held Since: Chair of the Board, 2015.",
+                    "Name: Tomas Berg; Age: 58; Position Held Since: Lead Director, 2019.",
+                    "Name: Executive officers.",
+                    "Name: Maria Holm; Age: 52; Position Held Since: Chief Executive Officer, 2020.",
+                    "Name: Jon Ek; Age: 47; Position Held Since: Chief Financial Officer, 2021."], rows
+
+
+def test_rows_read_under_a_ruled_tables_rules_take_its_labels_and_group() -> None:
+    """A schedule ruled only around its header and first rows (fills, underlines) goes out as a ruled table and,
+    below it, rows the aligned-figure reader takes up. Those rows carry the ruled table's column labels and its
+    open group label when their figures end where its columns do; a broken label is lent to nobody."""
+    from chunker.convert.pdf_text.aligned import AlignedTable, BodyRow, Column, Row, Seg
+    from chunker.convert.pdf_text.blocks import FlowState, PageWriter
+    from chunker.convert.pdf_text.headings import FontStats
+    from chunker.convert.pdf_text.tables import Table
+    from chunker.convert.pdf_text.textlayer import PageText
+
+    def write(labels: list[str]) -> list[str]:
+        writer = PageWriter(PageText(1, 600.0, 800.0, [], 0), FontStats(10.0, []), FlowState(), set())
+        writer.table(Table((50, 100, 560, 140), ["(Dollars in Millions)", *labels],
+                           [["2022", "", ""], ["Accrued rebates", "$287", "1,052"]], set(), header_bold=True,
+                           columns=[50.0, 300.0, 400.0], rights=[120.0, 337.0, 413.0]))
+        row = Row([Seg("Accrued returns", 50, 120, 0)], 150, 160, 10.0, False)
+        writer.aligned(AlignedTable((50, 150, 560, 170), [Column(338.0, 320.0), Column(412.0, 395.0)],
+                                    [BodyRow("Accrued returns", ["76", "83"], 50.0, row),
+                                     BodyRow("Total", ["$363", "1,135"], 50.0, row)], set()))
+        return [e.text for e in parse_markdown("d", [(writer.render([], []), 1)]) if e.kind == "table_row"][2:]
+
+    assert write(["Balance at Beginning of Period", "Accruals"]) == [
+        "2022 > Accrued returns | Dollars in Millions | Balance at Beginning of Period: 76; Accruals: 83",
+        "2022 > Total | Dollars in Millions | Balance at Beginning of Period: $363; Accruals: 1,135"]
+    assert write(["Balance at Beginning of Period", "ths Ended"]) == ["Accrued returns | 76; 83", "Total | $363; 1,135"]

@@ -224,6 +224,10 @@ def test_row_sentence_and_pipe_tables_with_row_labels() -> None:
     assert each == "Total net sales | Three Months Ended April 1, 2023 | $ in millions: 94,836"
     assert row_labelled(["($ in millions)", "2023", "2022"], [["Net sales", "1,234", "1,100"]])
     assert not row_labelled(["Name", "Role"], [["Ann", "CEO"]])
+    # A year alone in the stub labels the rows under it: the table is still one of labelled figures.
+    grouped = [["2022", "", ""], ["Accrued rebates", "$287", "1,052"]]
+    assert row_labelled(["(Dollars in Millions)", "Accruals", "Payments"], grouped)
+    assert not row_labelled(["(Dollars in Millions)", "Accruals", "Payments"], [["2022", "287", "1,052"]] * 2)
     md = "| ($ in millions) | 2023 | 2022 |\n|---|---|---|\n| Net sales | 1,234 | 1,100 |\n"
     (row,) = parse_markdown("d", [(md, 1)])
     assert row.text == "Net sales | $ in millions | 2023: 1,234; 2022: 1,100"

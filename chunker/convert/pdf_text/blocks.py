@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from chunker.convert.pdf_text.aligned import AlignedTable, BodyRow, Column, split_label
-from chunker.convert.pdf_text.cells import DIGITS, YEAR_OR_DATE
-from chunker.convert.pdf_text.colheads import Section, label_paths
+from chunker.convert.pdf_text.aligned import AlignedTable
+from chunker.convert.pdf_text.colheads import label_paths
 from chunker.convert.pdf_text.figures import Figure
+from chunker.convert.pdf_text.handover import OpenAligned, inherit, is_data_row, lend_to_aligned, relabel, same_columns
 from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
@@ -24,37 +24,6 @@ _LETTER = re.compile(r"^\s*\(?([a-zA-Z]|[ivxIVX]{1,4})[.)]\s+")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
 _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
-
-
-@dataclass
-class OpenAligned:
-    """An aligned-figure table open at a page end: what its continuation on the next page inherits."""
-
-    columns: list[Column]
-    unit: str
-    sections: list[Section]
-    stub: list[str] = field(default_factory=list)  # its text columns' headers (see AlignedTable.stub)
-    text_cuts: list[float] = field(default_factory=list)
-
-
-def _same_columns(a: list[Column], b: list[Column], tol: float = 12.0) -> bool:
-    return len(a) == len(b) and all(abs(x.right - y.right) <= tol for x, y in zip(a, b))
-
-
-def _relabel(row: BodyRow, cuts: list[float], size: float) -> BodyRow:
-    parts = split_label(row.segs, cuts, size)
-    return BodyRow(parts[0], row.values, row.indent, row.row, parts[1:], row.segs)
-
-
-def _inherit(columns: list[Column], before: list[Column], tol: float = 12.0) -> list[Column] | None:
-    """``columns`` with the paths of the columns of ``before`` they line up with, or None unless every one does."""
-    out = []
-    for c in columns:
-        match = [b for b in before if abs(b.right - c.right) <= tol and b.path]
-        if not match:
-            return None
-        out.append(Column(c.right, c.left, list(min(match, key=lambda b: abs(b.right - c.right)).path)))
-    return out
 
 
 @dataclass
@@ -81,12 +50,6 @@ def _list_marker(text: str) -> tuple[str, int] | None:
     if m and len(text) > m.end() + 2:
         return f"- {text[:m.end()].strip()} ", m.end()
     return None
-
-
-def _is_data_row(cells: list[str]) -> bool:
-    """Half or more of the cells after the first hold figures other than years and dates."""
-    rest = [c for c in cells[1:] if c.strip()]
-    return bool(rest) and 2 * sum(bool(DIGITS.search(YEAR_OR_DATE.sub("", c))) for c in rest) >= len(rest)
 
 
 def _ocr_title(text: str) -> bool:
@@ -165,6 +128,9 @@ class PageWriter:
         self.left = min((ln.x0 for ln in body), default=0.0)
         self.last_was_open_table = False
         self.last_aligned: OpenAligned | None = None  # the aligned table written last on this page
+        # Header and column lefts of the last ruled table on this page that labelled its value columns.
+        self.last_ruled: tuple[list[str], list[float]] | None = None
+        self.lent_at = -1  # len(out) right after that table was written
         self.ends_open = self.starts_lower = False  # set by render(): see join_split_paragraph
 
     # -- blocks -------------------------------------------------------------------------------------------
@@ -203,12 +169,26 @@ class PageWriter:
             # A guessed header at the top of a continuation page is the table's next data row, not a new header.
             header, rows = None, t.header_rows + rows
         header = header or (carried if continued else None)
+        if not continued and (header is None or not any(header[1:])) and self.last_ruled is not None \
+                and len(self.last_ruled[0]) == ncols and same_layout(self.last_ruled[1], t.columns):
+            # A table with no labels over its values, set in the columns of the table before it on this page
+            # (a schedule's 2021 block under its 2022 block), reads with that table's labels; a label found in
+            # its stub alone ("2021") goes back to its rows as their group label.
+            header, rows = self.last_ruled[0], (t.header_rows if header is not None else []) + rows
         if header is None:
-            if _is_data_row(rows[0]):
+            if is_data_row(rows[0]):
                 # Figures in the first row: it is data. Taken as the header, its values would label every row.
                 header = [""] * ncols
             else:
                 header, rows = rows[0], rows[1:]
+        if any(header[1:]) and t.columns and (t.header_bold or t.labels_above):
+            self.last_ruled = header, t.columns  # only labels found for sure are lent on: never a guessed header
+            lent = lend_to_aligned(header, t.columns, t.rights, rows)
+            if lent is not None:
+                # Rows below the rules that the aligned-figure reader takes up (a schedule ruled only around its
+                # first rows) read with these labels when their figures end where these columns' do.
+                self.last_aligned = lent
+                self.lent_at = len(self.out) + 1  # the aligned rows take its open group label only right after it
         header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
         if continued:
             lines = table_block([table_row_sentence(header, r) for r in rows if any(r)], continued=True)
@@ -226,15 +206,18 @@ class PageWriter:
         labels; without a header of its own a table takes the paths, unit and text columns of the table just
         before it (on this page, or open at the end of the last one) when its columns line up with that one's."""
         carried = self.state.aligned
-        continued = carried is not None and t.at_top and not self.out and _same_columns(carried.columns, t.columns)
+        continued = carried is not None and t.at_top and not self.out and same_columns(carried.columns, t.columns)
         columns, unit, stub, rows = t.columns, t.unit, t.stub, t.rows
         before = self.last_aligned or carried
         if not t.header_found and before is not None:
-            inherited = _inherit(t.columns, before.columns)
+            inherited = inherit(t.columns, before.columns)
             if inherited is not None:
                 columns, unit, stub = inherited, t.unit or before.unit, before.stub
-                rows = [_relabel(r, before.text_cuts, self.stats.body_size) for r in rows] if before.text_cuts else rows
-        paths, still_open = label_paths(rows, carried.sections if continued and carried is not None else None)
+                rows = [relabel(r, before.text_cuts, self.stats.body_size) for r in rows] if before.text_cuts else rows
+        opened = carried.sections if continued and carried is not None else None
+        if not t.header_found and before is self.last_aligned and before is not None and self.lent_at == len(self.out):
+            opened = before.sections  # rows right under a ruled table go on under its open group label ("2022")
+        paths, still_open = label_paths(rows, opened)
         sentences = []
         for path, r in paths:
             label = f"{stub[0]}: {r.label}" if stub and stub[0] and r.label else r.label

@@ -45,6 +45,8 @@ class Table:
     columns: list[float] = field(default_factory=list)  # left x of each kept column: the table's layout
     at_top: bool = False  # nothing but furniture above it on the page
     at_bottom: bool = False  # nothing but furniture below it on the page
+    labels_above: bool = False  # the header is the column labels set above the body (labels.header_above)
+    rights: list[float] = field(default_factory=list)  # right x of each kept column (where right-set figures end)
 
 
 def page_rules(page: pdfium.PdfPage, height: float) -> Rules:
@@ -356,6 +358,7 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     if len(keep) < 2 or len(rows) < 2:
         return None
     lefts = [min((s.x0 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x0) for c in keep]
+    rights = [max((s.x1 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x1) for c in keep]
     n_head = 0
     bold_head = False
     if len(per_band) >= 2 and len(per_band[0]) <= 3 and (
@@ -374,7 +377,10 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
                 and not any(DIGITS.search(YEAR_OR_DATE.sub("", c)) for r in per_band[head_bands] for c in r))):
         n_head += len(per_band[head_bands])
         head_bands += 1
-    if not n_head:
+    # A header with nothing over the value columns ("2022" alone in bold over a year's rows) is a group label;
+    # the columns' labels may then be set above the body, as for a table with no header at all.
+    stub_head = n_head and not any(c for r in rows[:n_head] for c in r[1:])
+    if not n_head or stub_head:
         above = header_above(page, idx, segs, seps, x0, x1, taken)
         if above:
             head_segs = _segments(page, above, [])  # the body's column rules do not cut labels set above them
@@ -383,7 +389,8 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
                 header, body, kept = merge_sign_columns(header, [list(r) for r in rows])
                 top = min(page.lines[i].y0 for i in above) - 1
                 return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx) | set(above),
-                             columns=[lefts[k] for k in kept])
+                             columns=[lefts[k] for k in kept], labels_above=True, rights=[rights[k] for k in kept])
+    if not n_head:
         _, body, kept = merge_sign_columns([""] * len(keep), [list(r) for r in rows])
         return Table((x0, top, x1, bottom), None, clean_cells(body), set(idx), columns=[lefts[k] for k in kept])
     head_segs = [sg for band in band_segs[:head_bands] for sg in band]
@@ -394,7 +401,7 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
                              spans)
     header, body, kept = merge_sign_columns(header, [list(r) for r in rows[n_head:]])
     return Table((x0, top, x1, bottom), clean_cells([header])[0], clean_cells(body), set(idx),
-                 clean_cells(rows[:n_head]), bold_head, [lefts[k] for k in kept])
+                 clean_cells(rows[:n_head]), bold_head, [lefts[k] for k in kept], rights=[rights[k] for k in kept])
 
 
 def same_layout(a: list[float], b: list[float], tol: float = 25.0) -> bool:
