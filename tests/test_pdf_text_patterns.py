@@ -430,3 +430,62 @@ def test_rows_read_under_a_ruled_tables_rules_take_its_labels_and_group() -> Non
         "2022 > Accrued returns | Dollars in Millions | Balance at Beginning of Period: 76; Accruals: 83",
         "2022 > Total | Dollars in Millions | Balance at Beginning of Period: $363; Accruals: 1,135"]
     assert write(["Balance at Beginning of Period", "ths Ended"]) == ["Accrued returns | 76; 83", "Total | $363; 1,135"]
+
+
+def test_a_lead_in_narrower_than_the_years_it_spans_reaches_every_year(tmp_path: Path) -> None:
+    """Seen in 10-Ks (Amcor's EPS, CVS' income statement, Block's selected data): "Years ended June 30," is set
+    centred over three year columns but is narrower than they are; it was read as the middle year's label wrapped
+    ("Years ended June 30, 2022") and the other years lost the period. A date set over its own year ("July 2," over
+    "2023") stays its column's own."""
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    pdf.para("The following table reconciles the net income used in the earnings per share computations.")
+    rights = [125.0, 150.0, 175.0]
+    y = pdf.get_y() + 2
+    pdf.set_font("Times", "B", 9)
+    pdf.set_xy(rights[1] - 24, y)
+    pdf.cell(28, 4, "Years ended June 30,", align="C")
+    y += 4.5
+    pdf.set_xy(20, y)
+    pdf.cell(60, 4, "($ in millions)")
+    for r, year in zip(rights, ["2023", "2022", "2021"]):
+        pdf.set_xy(r - 20, y)
+        pdf.cell(20, 4, year, align="R")
+    pdf.set_font("Times", "", 10)
+    rows = [("Net income attributable to the company", ["1,048", "805", "939"]),
+            ("Earnings attributable to shares to be repurchased", ["(7)", "(3)", "(2)"]),
+            ("Net income available to ordinary shareholders", ["1,041", "802", "937"])]
+    for label, values in rows:
+        y += 5.5
+        pdf.set_xy(20, y)
+        pdf.cell(80, 5, label)
+        for r, v in zip(rights, values):
+            pdf.set_xy(r - 20, y)
+            pdf.cell(20, 5, v, align="R")
+    assert _rows(_markdown(pdf, tmp_path / "eps.pdf")) == [
+        f"{label} | $ in millions | Years ended June 30, 2023: {a}; Years ended June 30, 2022: {b}; "
+        f"Years ended June 30, 2021: {c}" for label, (a, b, c) in rows]
+    # A date set over its own year, a line higher than its neighbour's (the first column has one line more):
+    # "July 2," is no lead-in over both columns.
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    pdf.para("Condensed consolidated balance sheets of the company at the end of the quarter and of the year.")
+    y = pdf.get_y() + 2
+    pdf.set_font("Times", "B", 9)
+    for dy, cells in [(0.0, [("July 2,", 150.0)]), (4.0, [("2023", 150.0), ("December 31,", 175.0)]),
+                      (8.0, [("(Unaudited)", 150.0), ("2022", 175.0)])]:
+        for text, r in cells:
+            pdf.set_xy(r - 24, y + dy)
+            pdf.cell(24, 4, text, align="R")
+    pdf.set_font("Times", "", 10)
+    y += 8
+    for label, a, b in [("Cash and cash equivalents", "2,632", "416"), ("Short-term investments", "42,153", "22,316")]:
+        y += 5.5
+        pdf.set_xy(20, y)
+        pdf.cell(80, 5, label)
+        for r, v in [(150.0, a), (175.0, b)]:
+            pdf.set_xy(r - 20, y)
+            pdf.cell(20, 5, v, align="R")
+    assert _rows(_markdown(pdf, tmp_path / "balance.pdf")) == [
+        "Cash and cash equivalents | July 2, 2023 (Unaudited): 2,632; December 31, 2022: 416",
+        "Short-term investments | July 2, 2023 (Unaudited): 42,153; December 31, 2022: 22,316"]

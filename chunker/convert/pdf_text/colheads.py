@@ -220,6 +220,8 @@ def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, siz
                      if s.x1 >= fig_left - 0.5 * size and s.text.strip() and not COLUMN_NO.match(s.text.strip())),
                     key=lambda p: (p.top, p.x0))
 
+    spacing = _spacing(columns)
+
     def cover(lab: _Label) -> list[int]:
         return _covered(columns, Seg(lab.text, lab.x0, lab.x1, -1))
 
@@ -230,12 +232,23 @@ def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, siz
         if len(above) == 1:
             m = above[0]
             beside = [q for q in pieces if q is not p and abs(q.top - p.top) < 0.5 * p.size
-                      and m.overlap(q) > 0.3 * (q.x1 - q.x0)]
+                      and (m.overlap(q) > 0.3 * (q.x1 - q.x0) or _sibling_date(m, p, q, spacing, pieces))]
             if not beside:
                 m.text, m.x0, m.x1, m.bottom = f"{m.text} {p.text}", min(m.x0, p.x0), max(m.x1, p.x1), p.bottom
                 continue
         merged.append(p)
     return merged
+
+
+def _sibling_date(m: _Label, p: _Label, q: _Label, spacing: float, pieces: list[_Label]) -> bool:
+    """``q``, a year or date beside ``p`` on its line, sits within a column's spacing of the label ``m`` above
+    ``p``, and ``m`` stands alone on its line as an open lead-in: ``m`` is set narrower than the columns it spans
+    ("Years ended June 30," centred over "2023  2022  2021"), not a date wrapped onto ``p`` ("July 2," over "2023")
+    nor a label of ``p``'s column alone ("% Change" over "2022-2021")."""
+    return bool(_DATEISH.match(p.text) and _DATEISH.match(q.text)) \
+        and bool(_OPEN_END.search(m.text)) and not _DATEISH.match(m.text) \
+        and max(0.0, m.x0 - q.x1, q.x0 - m.x1) < spacing \
+        and not any(r is not m and abs(r.top - m.top) < 0.5 * m.size for r in pieces)
 
 
 def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float) -> None:
