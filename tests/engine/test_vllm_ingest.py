@@ -4,13 +4,15 @@ One Ray runtime for the module (sized as CI's two cores allow: 4 logical CPUs, o
 the intake tasks always find a CPU). The clean run comes first and is the reference of the second, in which the
 engine's core process (``VLLM::EngineCore``, a child of the conversion actor) is killed twice from this process:
 once while the engine starts, once while a segment converts. Each kill is a real ``SIGKILL`` of a core whose parent
-is a worker of this module's own raylet, found by reading ``/proc`` when the run reaches that point.
+is a worker of this module's own raylet, found by reading ``/proc`` when the run reaches that point (by its
+process name, or by the pid vLLM writes into the actor's log).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import threading
 import time
@@ -30,6 +32,8 @@ ENGINE_CORE = "EngineCor"
 SHUTDOWN_WAIT_S = 120.0
 # The start-up kill lands this long after the core is first seen: it is loading then (tens of seconds here).
 START_UP_KILL_AFTER_S = 2.0
+# vLLM prefixes its core's log lines with the process's name and pid: "(EngineCore pid=7700) INFO ...".
+CORE_LOG_PID = re.compile(rb"\(EngineCore[^ )]* pid=(\d+)\)")
 
 
 @pytest.fixture(scope="module")
@@ -125,9 +129,10 @@ def _ray_and_vllm(raylet: int, procs: dict[int, tuple[str, int, str]]) -> list[s
                   if ppid == raylet or comm.startswith(("ray::", "VLLM", "raylet")) or ENGINE_CORE in comm)
 
 
-def _wait_no_engine_core(raylet: int, timeout_s: float) -> list:
+def _wait_no_engine_core(watcher: "Watcher", timeout_s: float) -> list:
+    """Waits for this raylet's engine cores to go, those found by name and those the actors' logs named."""
     deadline = time.monotonic() + timeout_s
-    while (cores := _engine_cores(raylet)) and time.monotonic() < deadline:
+    while (cores := watcher.cores()) and time.monotonic() < deadline:
         time.sleep(0.5)
     return cores
 
@@ -170,11 +175,15 @@ class Watcher(threading.Thread):
     how many polls it made, the slowest poll, the last process list in which it saw no core, and any error that
     ended it: a run in which a watcher found nothing says what there was to find."""
 
-    def __init__(self, raylet: int) -> None:
+    def __init__(self, raylet: int, logs: Path) -> None:
         super().__init__(daemon=True)
         self.raylet = raylet
+        self.logs = logs
+        self.read_to: dict[Path, int] = {}  # worker log -> bytes read so far
+        self.logged: dict[int, str] = {}  # core pid named in an actor's log -> its /proc name when first seen
         self.stop = threading.Event()
         self.t0 = time.monotonic()
+        self.started_at = time.time()
         # pid -> [parent's name, first seen s, gone at s or None, below this process]
         self.seen: dict[int, list] = {}
         self.polls = 0
@@ -182,10 +191,32 @@ class Watcher(threading.Thread):
         self.last_without_core: list[str] = []
         self.error: str | None = None
 
+    def _logged_cores(self, procs: dict[int, tuple[str, int, str]]) -> list[int]:
+        """Cores named in the actors' logs since the watch began that are alive below this raylet: a second way
+        to find the core, by what vLLM says of it rather than by its process name (CI's watchers twice saw no
+        core by name in a run whose actor log shows one running for 30 s)."""
+        for f in self.logs.glob("worker-*.out"):
+            try:
+                if f.stat().st_mtime < self.started_at:
+                    continue
+                with f.open("rb") as fh:
+                    fh.seek(self.read_to.get(f, 0))
+                    text = fh.read()
+            except OSError:
+                continue
+            self.read_to[f] = self.read_to.get(f, 0) + len(text)
+            for m in CORE_LOG_PID.finditer(text):
+                pid = int(m.group(1))
+                if pid in procs:
+                    self.logged.setdefault(pid, procs[pid][0])
+        return [pid for pid in self.logged if pid in procs and procs[pid][2] != "Z"
+                and _worker_of(pid, self.raylet, procs) is not None]
+
     def cores(self) -> list[int]:
         started = time.monotonic()
         procs = _processes()
         cores = _engine_cores(self.raylet, procs)
+        cores += [pid for pid in self._logged_cores(procs) if pid not in cores]
         now = round(time.monotonic() - self.t0, 1)
         for pid in cores:
             self.seen.setdefault(pid, [procs[procs[pid][1]][0], now, None, _below(pid, os.getpid(), procs)])
@@ -199,7 +230,8 @@ class Watcher(threading.Thread):
         return cores
 
     def report(self) -> dict:
-        return {"seen": self.seen, "polls": self.polls, "slowest_poll_s": round(self.slowest_poll_s, 2),
+        return {"seen": self.seen, "named in logs (pid: /proc name)": self.logged, "polls": self.polls,
+                "slowest_poll_s": round(self.slowest_poll_s, 2),
                 "raylet": self.raylet, "error": self.error, "last processes without a core": self.last_without_core}
 
     def watch(self) -> None:
@@ -221,8 +253,8 @@ class Killer(Watcher):
     chunker.run.attempts), and notes how long the conversion actor lived on after that second kill. A core that goes
     away before it was killed is noted and waited past (the next core is the one killed)."""
 
-    def __init__(self, raylet: int, out: Path) -> None:
-        super().__init__(raylet)
+    def __init__(self, raylet: int, logs: Path, out: Path) -> None:
+        super().__init__(raylet, logs)
         self.out = out
         self.killed: list[tuple[str, int]] = []
         self.actor_left_after_s: float | None = None
@@ -284,7 +316,7 @@ def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, s
     tmp = tmp_path_factory.mktemp("clean")
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
-    watcher = Watcher(_raylet_pid())
+    watcher = Watcher(_raylet_pid(), ray_runtime)
     s = _watched_ingest(watcher, cfg, samples_dir, out)
 
     inputs = sorted(p.name for p in samples_dir.glob("*.pdf"))
@@ -306,7 +338,7 @@ def test_ingest_with_the_engine_in_the_conversion_actor(ray_runtime, tiny_vlm, s
     if not watcher.seen or watcher.error is not None:
         print("watcher report:", json.dumps(watcher.report(), default=str, indent=1))  # in full (pytest cuts it)
     assert watcher.seen and watcher.error is None, watcher.report()
-    assert not _wait_no_engine_core(watcher.raylet, SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    assert not _wait_no_engine_core(watcher, SHUTDOWN_WAIT_S), "an engine core outlived the run"
     logs = _actor_logs(ray_runtime, since)
     assert "[shutdown] MPClient: complete" in logs, "the engine was not shut down:\n" + logs[-4000:]
     assert "leaving the process" not in logs, "the engine died in the clean run:\n" + logs[-6000:]
@@ -339,7 +371,7 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     tmp = tmp_path_factory.mktemp("killed")
     out, since = tmp / "run", time.time()
     cfg = _cfg(tiny_vlm, tmp / "m.db")
-    killer = Killer(_raylet_pid(), out)
+    killer = Killer(_raylet_pid(), ray_runtime, out)
     s = _watched_ingest(killer, cfg, samples_dir, out)
     if [w for w, _ in killer.killed] != ["start-up", "mid-run"]:
         # In full: pytest cuts a long assertion message, and this is what a recurrence has to say.
@@ -363,7 +395,7 @@ def test_engine_killed_at_start_up_and_mid_run_the_run_ends_with_the_clean_rows(
     # engine) and its in-flight segments ran again.
     starts = Counter(p.parent.name for p in (out / "attempts").rglob("*") if p.is_file())
     assert len(starts) == 4 and max(starts.values()) >= 2, starts
-    assert not _wait_no_engine_core(killer.raylet, SHUTDOWN_WAIT_S), "an engine core outlived the run"
+    assert not _wait_no_engine_core(killer, SHUTDOWN_WAIT_S), "an engine core outlived the run"
     logs = _actor_logs(ray_runtime, since)
     assert "vLLM engine start 1 of 2" in logs, logs[-6000:]
     assert "leaving the process" in logs, logs[-6000:]
