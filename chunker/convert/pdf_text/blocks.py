@@ -247,7 +247,7 @@ class PageWriter:
         if nxt is None:
             return True
         gap = nxt.y0 - line.y1
-        if gap <= 0.5 * max(line.size, 4) and nxt.size == line.size and self._full(line, nxt.x0) \
+        if line.bold and gap <= 0.5 * max(line.size, 4) and nxt.size == line.size and self._full(line, nxt.x0) \
                 and _list_marker(nxt.text) is None:
             # A bold line that runs to the right edge with the next line close under it is a paragraph's first
             # line set in bold ("Highlights: - Multiple appetizers, mains, and dessert options on every" over
