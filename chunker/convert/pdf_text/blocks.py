@@ -356,9 +356,8 @@ class PageWriter:
             and bool(_SENTENCE_END.search(b.last.text))
         # Glyph boxes are tight: a line of x-height letters ("menus", "or are") starts lower than its neighbours,
         # so a lower-case line under a paragraph's full line is its continuation a little further down too.
-        near = gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower() and self._full(b.last, b.x0)) \
-            if b is not None else False
-        if b is not None and b.kind == "para" and near and not ended and abs(b.last.size - line.size) < 0.6:
+        if b is not None and b.kind == "para" and not ended and abs(b.last.size - line.size) < 0.6 and (
+                gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower() and self._full(b.last, b.x0))):
             b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
             b.last = line
             return
