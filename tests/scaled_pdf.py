@@ -1,7 +1,8 @@
 """A generated balance sheet whose text reports a font size fifty times what the page shows, as some filings printed
 from HTML do: each run is set at 400-odd points and drawn through a 0.02 text matrix (``Tm``) or a 0.02
 transformation (``cm``), so its glyphs stand 8 points tall and pdfium reports 400. Written by hand (fpdf2 has no
-scaled text): a minimal PDF with the Helvetica core font, fixed bytes every time."""
+scaled text): a minimal PDF with the Helvetica core font, fixed bytes every time. Also a sales table drawn glyph by
+glyph (``write_glyphs``), each glyph a text object of its own."""
 
 from __future__ import annotations
 
@@ -39,6 +40,41 @@ def write_scaled(path: Path, items: list[tuple[float, float, float, str]] = BALA
             ops.append(f"BT {tf} {SCALE} 0 0 {SCALE} {x} {HEIGHT - y} Tm ({_escape(text)}) Tj ET")
         else:
             ops.append(f"q {SCALE} 0 0 {SCALE} {x} {HEIGHT - y} cm BT {tf} 0 0 Td ({_escape(text)}) Tj ET Q")
+    return _write(path, ops)
+
+
+# A sales table as some filings print it (JOHNSON_JOHNSON_2022_10K's supplementary sales pages): every glyph a
+# text object of its own, under a text matrix scaled to 0.675, so pdfium breaks the line after each glyph.
+SALES = [
+    (40, 60, 9, "Pulmonary Hypertension"),
+    (250, 80, 9, "2022"), (320, 80, 9, "2021"), (390, 80, 9, "% Change"),
+    (40, 96, 9, "U.S."), (250, 96, 9, "2,346"), (320, 96, 9, "2,365"), (390, 96, 9, "(0.8)"),
+    (40, 110, 9, "International"), (250, 110, 9, "1,071"), (320, 110, 9, "1,085"), (390, 110, 9, "(1.3)"),
+    (40, 124, 9, "Worldwide"), (250, 124, 9, "3,417"), (320, 124, 9, "3,450"), (390, 124, 9, "(1.0)"),
+]
+GLYPH_SCALE = 0.675
+# Helvetica's advance widths (per 1,000 units of the font size) of the characters SALES uses.
+_ADVANCE = {**dict.fromkeys("0123456789", 556), " ": 278, ",": 278, ".": 278, "(": 333, ")": 333, "%": 889,
+            "C": 722, "H": 722, "I": 278, "P": 667, "S": 667, "U": 722, "W": 944, "a": 556, "d": 556, "e": 556,
+            "g": 556, "h": 556, "i": 222, "l": 222, "m": 833, "n": 556, "o": 556, "p": 556, "r": 333, "s": 500,
+            "t": 278, "u": 556, "w": 722, "y": 500}
+
+
+def write_glyphs(path: Path, items: list[tuple[float, float, float, str]] = SALES) -> Path:
+    """Each item's text drawn glyph by glyph, each glyph in its own ``BT ... ET`` under a scaled text matrix,
+    placed at Helvetica's advance (a space is an advance, not a glyph)."""
+    ops = []
+    for x, y, size, text in items:
+        tf = f"/F1 {size / GLYPH_SCALE:.2f} Tf"
+        for ch in text:
+            if ch != " ":
+                ops.append(f"BT {tf} {GLYPH_SCALE} 0 0 {GLYPH_SCALE} {x:.3f} {HEIGHT - y} Tm ({_escape(ch)}) Tj ET")
+            x += _ADVANCE[ch] / 1000 * size
+    return _write(path, ops)
+
+
+def _write(path: Path, ops: list[str]) -> Path:
+    """A one-page PDF of the content-stream operators ``ops`` with Helvetica as /F1."""
     content = "\n".join(ops).encode()
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",

@@ -287,3 +287,29 @@ def test_a_dash_where_a_paragraph_wraps_is_no_list_item(tmp_path: Path) -> None:
     paras = _paras(md)
     assert len(paras) == 1 and paras[0].endswith("- Seasonal tasting menus"), paras
     assert "aged whiskies and luxury teas" in paras[0]
+
+
+def test_a_table_drawn_glyph_by_glyph_reads_as_lines_and_figures(tmp_path: Path) -> None:
+    """Some filings draw every glyph as a text object of its own under a scaled text matrix, and pdfium's text
+    page breaks the line after each one: the page read as one glyph a line, and the table came out as
+    "P u l m o n a r y" and "2 3 4 6 ," (JOHNSON_JOHNSON_2022_10K's sales pages). A break pdfium generated
+    between glyphs that go on along one baseline, at one size, is no break."""
+    import pypdfium2 as pdfium
+
+    from chunker.convert.pdf_text.textlayer import read_page
+    from scaled_pdf import write_glyphs
+
+    path = write_glyphs(tmp_path / "glyphs.pdf")
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        assert "\r\n" in doc[0].get_textpage().get_text_range()  # what makes this page hard: pdfium's breaks
+        lines = [ln.text for ln in read_page(doc[0], 1).lines]
+    finally:
+        doc.close()
+    assert lines == ["Pulmonary Hypertension", "2022 2021 % Change", "U.S. 2,346 2,365 (0.8)",
+                     "International 1,071 1,085 (1.3)", "Worldwide 3,417 3,450 (1.0)"]
+    md = PdfTextConverter(ConverterConfig(), "h").markdown_for_pages(str(path), [1])
+    rows = _rows(md)
+    assert _rows(md) == ["U.S. | 2022: 2,346; 2021: 2,365; % Change: (0.8)",
+                         "International | 2022: 1,071; 2021: 1,085; % Change: (1.3)",
+                         "Worldwide | 2022: 3,417; 2021: 3,450; % Change: (1.0)"]

@@ -295,6 +295,7 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
         sizes: dict[float, int] = {}
         lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
 
+        held = False  # a line break pdfium generated, not yet acted on
         i, step = -1, 1
         while True:
             i += step
@@ -306,6 +307,11 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
             else:
                 ch, step = (chr(code) if 0 < code < 0x110000 else ""), 1
             if ch == "\n" or ch == "\r":
+                if chars and is_generated(h, i) == 1:
+                    # pdfium's own break: decided at the next character, which may carry on this line.
+                    held = True
+                    continue
+                held = False
                 cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
                 chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
                 lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
@@ -342,6 +348,23 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                 size = obj_size
             else:
                 size = get_size(h, i)
+            if held and chars and not _goes_on(x0, y0, y1, size, alnum, xs1[-1], ly0, ly1, last_size):
+                # The break stands: the next character is on another line, back to the left, or set smaller.
+                cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
+                chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
+                lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
+            elif held and chars and x0 - xs1[-1] > 0.2 * min(_gap_size(size, y1 - y0, ly1 - ly0), ly1 - ly0) \
+                    and not chars[-1].isspace() and not (ch.isdigit() and chars[-1].isdigit()):
+                # Some PDFs draw every glyph as a text object of its own, and pdfium breaks the line after each
+                # (JOHNSON_JOHNSON_2022_10K's sales tables): the glyph goes on along the baseline, so the line
+                # goes on, a word space where the gap is one (pdfium generates none across its break; a fifth of the
+                # line's height: these glyphs sit 0.2-0.6 pt apart, their words 2.5 pt, at 8 pt lines). Never between
+                # two digits: a narrow "1" leaves as wide a gap, and two figures are a column's gap apart.
+                chars.append(" ")
+                xs0.append(xs1[-1])
+                xs1.append(x0)
+                bolds.append(bolds[-1])
+            held = False
             if chars and ly1 > ly0:
                 mid = (y0 + y1) / 2
                 # A character outside the current line's band starts a new line even without a break char.
@@ -386,6 +409,22 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
         if ln.y1 < ln.y0:  # characters without boxes: keep the line, give it a harmless place
             ln.y0 = ln.y1 = 0.0
     return PageText(page_no, width, height, lines, visible, _rescale_oversized(lines, page_sizes))
+
+
+def _goes_on(x0: float, y0: float, y1: float, size: float, alnum: bool, last_x1: float, ly0: float, ly1: float,
+             line_size: float) -> bool:
+    """Whether a character after a line break pdfium generated carries on the line: the same size, not back to the
+    left, and on the same baseline: a letter or digit centred within 0.4 of the line's height of its middle (a
+    header cell set half a line lower is another line), punctuation anywhere in its band (a comma hangs below
+    it). A superscript note mark, set smaller, stays apart as before."""
+    if ly1 <= ly0 or abs(size - line_size) > 0.05 * line_size:
+        return False
+    if x0 < last_x1 - 0.25 * _gap_size(size, y1 - y0, ly1 - ly0):
+        return False
+    mid = (y0 + y1) / 2
+    if alnum:
+        return abs(mid - (ly0 + ly1) / 2) <= 0.4 * (ly1 - ly0)
+    return ly0 - 1 <= mid <= ly1 + 1
 
 
 def _gap_size(size: float, glyph_h: float, line_h: float) -> float:
