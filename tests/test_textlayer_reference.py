@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from chunker.convert.pdf_text import linesize as ls
 from chunker.convert.pdf_text import textlayer as tl
 
 fpdf = pytest.importorskip("fpdf")
@@ -74,7 +75,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
 
     def close() -> None:
         if state["line"].text:
-            tl._finish(state["line"], state["sizes"], *state["counts"], page_sizes)
+            ls.finish_line(state["line"], state["sizes"], *state["counts"], page_sizes)
             lines.append(state["line"])
         state.update(line=tl.Line(), sizes={}, counts=[0, 0, 0, 0])
 
@@ -101,13 +102,13 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
             if line.chars and not line.chars[-1].isspace():
                 pad(x0, x0)
         else:
-            if held and line.chars and not tl._goes_on(x0, y0, y1, size, ch.isalnum(), line.xs1[-1], line.y0,
-                                                        line.y1, last_size):
+            word = 0.2 * min(ls.gap_size(size, y1 - y0, line.y1 - line.y0), line.y1 - line.y0)
+            if held and line.chars and not ls.goes_on(x0, y0, y1, size, ch.isalnum(), line.xs1[-1], line.y0, line.y1,
+                                                      last_size):
                 close()
                 line = state["line"]
-            elif held and line.chars and x0 - line.xs1[-1] > 0.2 * min(tl._gap_size(size, y1 - y0, line.y1 - line.y0),
-                                                         line.y1 - line.y0) \
-                    and not line.chars[-1].isspace() and not (ch.isdigit() and line.chars[-1].isdigit()):
+            elif held and line.chars and x0 - line.xs1[-1] > word and not line.chars[-1].isspace() \
+                    and not (ch.isdigit() and line.chars[-1].isdigit()):
                 pad(line.xs1[-1], x0)
             held, last_size = False, size
             if line.chars and line.y1 > line.y0:
@@ -115,7 +116,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
                 if mid < line.y0 - 1 or mid > line.y1 + 1:
                     close()
                     line = state["line"]
-                elif x0 - line.xs1[-1] > tl._gap_size(size, y1 - y0, line.y1 - line.y0) \
+                elif x0 - line.xs1[-1] > ls.gap_size(size, y1 - y0, line.y1 - line.y0) \
                         and not line.chars[-1].isspace():
                     pad(line.xs1[-1], x0)
             st = style if styles else tl.FontStyle(False, False, False)
@@ -138,7 +139,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
         if ln.y1 < ln.y0:
             ln.y0 = ln.y1 = 0.0
     width, height = page.get_size()
-    return tl.PageText(page_no, width, height, lines, visible, tl._rescale_oversized(lines, page_sizes))
+    return tl.PageText(page_no, width, height, lines, visible, ls.rescale_oversized(lines, page_sizes))
 
 
 def _fields(page: tl.PageText) -> tuple:

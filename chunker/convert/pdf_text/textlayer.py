@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
+from chunker.convert.pdf_text.linesize import finish_line, gap_size, goes_on, rescale_oversized
+
 # pdfium hands soft hyphens back as U+00AD, U+FFFE (LaTeX/pandoc PDFs) or U+0002.
 SOFT_HYPHENS = "\u00ad\ufffe\u0002"
 # What a segment's text ends with when a soft hyphen followed it: the word goes on in the next fragment.
@@ -213,32 +215,6 @@ class _FontCache:
         return st
 
 
-_MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see _finish)
-# Above this many times its line's glyph height a reported size is not what the page shows either: some filings
-# printed from HTML report 416 for 8-point type (their text matrix scales it down). Text as printed has a size
-# 1.0-2.1x the height of its line's glyph boxes (measured: all 2,713 pages of financebench-dev, CloudWay and the
-# generated set but five filings' 531, which sit at ~50x), so the two cases are far apart. _TYPICAL_RATIO is that ratio's usual value, what an oversized page is scaled to.
-_OVERSIZE = 4.0
-_TYPICAL_RATIO = 1.4
-
-
-def _finish(line: Line, sizes: dict[float, int], boldc: int, italc: int, monoc: int, vis: int,
-            page_sizes: dict[float, int]) -> None:
-    best = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
-    if best < _MIN_SIZE and line.y1 - line.y0 >= _MIN_SIZE:
-        # pdfium reports the unscaled size of text drawn through a scaled form or a Type 3 font (1.0 where the
-        # glyphs stand 9 points tall, in filings printed from HTML): the line's height tells the size instead,
-        # which the gaps between cells and words are measured against.
-        real = float(round((line.y1 - line.y0) / 0.95))
-        page_sizes[best] = page_sizes.get(best, 0) - sizes[best]
-        page_sizes[real] = page_sizes.get(real, 0) + sizes[best]
-        best = real
-    line.size = best
-    line.bold = vis > 0 and boldc * 2 > vis
-    line.italic = vis > 0 and italc * 2 > vis
-    line.mono = vis > 0 and monoc * 2 > vis
-
-
 _NO_STYLE = FontStyle(False, False, False)
 
 
@@ -252,7 +228,7 @@ def _close(line: Line, extent: tuple[float, float, float, float], sizes: dict[fl
     text; returns the next line, empty."""
     if "".join(line.chars).strip():
         line.x0, line.y0, line.x1, line.y1 = extent
-        _finish(line, sizes, *counts, page_sizes)
+        finish_line(line, sizes, *counts, page_sizes)
         lines.append(line)
     return Line()
 
@@ -348,12 +324,12 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                 size = obj_size
             else:
                 size = get_size(h, i)
-            if held and chars and not _goes_on(x0, y0, y1, size, alnum, xs1[-1], ly0, ly1, last_size):
+            if held and chars and not goes_on(x0, y0, y1, size, alnum, xs1[-1], ly0, ly1, last_size):
                 # The break stands: the next character is on another line, back to the left, or set smaller.
                 cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
                 chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
                 lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
-            elif held and chars and x0 - xs1[-1] > 0.2 * min(_gap_size(size, y1 - y0, ly1 - ly0), ly1 - ly0) \
+            elif held and chars and x0 - xs1[-1] > 0.2 * min(gap_size(size, y1 - y0, ly1 - ly0), ly1 - ly0) \
                     and not chars[-1].isspace() and not (ch.isdigit() and chars[-1].isdigit()):
                 # Some PDFs draw every glyph as a text object of its own, and pdfium breaks the line after each
                 # (JOHNSON_JOHNSON_2022_10K's sales tables): the glyph goes on along the baseline, so the line
@@ -372,7 +348,7 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                     cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
                     chars, xs0, xs1, bolds, sizes = cur.chars, cur.xs0, cur.xs1, cur.bolds, {}
                     lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
-                elif x0 - xs1[-1] > _gap_size(size, y1 - y0, ly1 - ly0) and not chars[-1].isspace():
+                elif x0 - xs1[-1] > gap_size(size, y1 - y0, ly1 - ly0) and not chars[-1].isspace():
                     chars.append(" ")
                     xs0.append(xs1[-1])
                     xs1.append(x0)
@@ -408,52 +384,4 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
     for ln in lines:
         if ln.y1 < ln.y0:  # characters without boxes: keep the line, give it a harmless place
             ln.y0 = ln.y1 = 0.0
-    return PageText(page_no, width, height, lines, visible, _rescale_oversized(lines, page_sizes))
-
-
-def _goes_on(x0: float, y0: float, y1: float, size: float, alnum: bool, last_x1: float, ly0: float, ly1: float,
-             line_size: float) -> bool:
-    """Whether a character after a line break pdfium generated carries on the line: the same size, not back to the
-    left, and on the same baseline: a letter or digit centred within 0.4 of the line's height of its middle (a
-    header cell set half a line lower is another line), punctuation anywhere in its band (a comma hangs below
-    it). A superscript note mark, set smaller, stays apart as before."""
-    if ly1 <= ly0 or abs(size - line_size) > 0.05 * line_size:
-        return False
-    if x0 < last_x1 - 0.25 * _gap_size(size, y1 - y0, ly1 - ly0):
-        return False
-    mid = (y0 + y1) / 2
-    if alnum:
-        return abs(mid - (ly0 + ly1) / 2) <= 0.4 * (ly1 - ly0)
-    return ly0 - 1 <= mid <= ly1 + 1
-
-
-def _gap_size(size: float, glyph_h: float, line_h: float) -> float:
-    """The size a gap between two characters of a line is measured against (a gap wider than it is a space):
-    the reported size unless the page cannot mean it (see _MIN_SIZE, _OVERSIZE), then one read off the glyphs."""
-    if size < _MIN_SIZE:
-        return max(size, glyph_h / 0.7)
-    if line_h >= _MIN_SIZE and size > _OVERSIZE * line_h:
-        return line_h / 0.7
-    return size
-
-
-def _rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[float, int]:
-    """Every size of a page whose text reports sizes many times its glyphs' height, scaled to what the glyphs
-    show; any other page's sizes as reported. Relative sizes (a heading over the body) are kept; what this restores
-    is every measure in ems: the gap between two cells of a table row (0.8 em), a word space."""
-    ratios = [ln.size / (ln.y1 - ln.y0) for ln in lines
-              if ln.size > 0 and ln.y1 - ln.y0 >= _MIN_SIZE and sum(c.isalnum() for c in ln.chars) >= 4]
-    if not ratios:
-        return page_sizes
-    ratios.sort()
-    median = ratios[len(ratios) // 2]
-    if median <= _OVERSIZE:
-        return page_sizes
-    k = _TYPICAL_RATIO / median
-    for ln in lines:
-        ln.size = round(ln.size * k, 1)
-    scaled: dict[float, int] = {}
-    for size, n in page_sizes.items():
-        key = round(size * k, 1)
-        scaled[key] = scaled.get(key, 0) + n
-    return scaled
+    return PageText(page_no, width, height, lines, visible, rescale_oversized(lines, page_sizes))
