@@ -4,10 +4,20 @@ between two cells of a table row) depends on."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from chunker.convert.pdf_text.textlayer import Line
+
+class Line(Protocol):
+    """What these rules read and set of a text layer line (:class:`chunker.convert.pdf_text.textlayer.Line`;
+    named structurally so that this lower layer does not import the reader that uses it)."""
+
+    chars: list[str]
+    y0: float
+    y1: float
+    size: float
+    bold: bool
+    italic: bool
+    mono: bool
 
 _MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see finish_line)
 # Above this many times its line's glyph height a reported size is not what the page shows either: some filings
