@@ -133,7 +133,8 @@ def document_row(doc: DocumentRecord, num_chunks: int, fallback_pages: int) -> d
     """A document's outcome as a ``DOCUMENT`` row."""
     return {"doc_id": doc.doc_id, "source_uri": doc.source_uri, "source": doc.source, "num_pages": doc.num_pages,
             "status": str(doc.status), "error": doc.error, "problems": [p.to_dict() for p in doc.problems],
-            "size_bytes": doc.size_bytes, "num_chunks": num_chunks, "fallback_pages": fallback_pages}
+            "size_bytes": doc.size_bytes, "num_chunks": num_chunks, "fallback_pages": fallback_pages,
+            "identity": doc.identity}
 
 
 def read_documents(table: pa.Table) -> list[DocumentRecord]:
@@ -145,5 +146,5 @@ def read_documents(table: pa.Table) -> list[DocumentRecord]:
             problems = [Problem(Stage.CONVERT, "unknown", row["error"])]
         out.append(DocumentRecord(doc_id=row["doc_id"], source_uri=row["source_uri"] or "", source=row["source"] or "",
                                   num_pages=row["num_pages"] or 0, status=Status(row["status"]), problems=problems,
-                                  size_bytes=row.get("size_bytes") or 0))
+                                  size_bytes=row.get("size_bytes") or 0, identity=row.get("identity") or ""))
     return out

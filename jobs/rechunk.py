@@ -80,7 +80,7 @@ def _jobs(doc: DocumentRecord, segs: dict[int, list[ConvertedBatch]],
     def job(i: int, a: int, b: int, c: int) -> SegmentJob:
         return SegmentJob(doc_id=doc.doc_id, source_uri=doc.source_uri, source=doc.source, num_pages=doc.num_pages,
                           segment_index=i, num_segments=count, page_start=a, page_end=b, context_start=c,
-                          batch_pages=cfg.intake.batch_pages)
+                          batch_pages=cfg.intake.batch_pages, identity=doc.identity)
 
     out: list[tuple[SegmentJob, Problem | None]] = [(job(i, a, b, c), None) for i, (a, b, c) in sorted(spans.items())]
     if missing:
@@ -102,6 +102,18 @@ def load_run(src: RunStore) -> tuple[list[DocumentRecord], dict[str, dict[int, l
         for batches in segs.values():
             batches.sort(key=lambda b: b.batch_index)
     docs = read_documents(src.read(DOCUMENTS, DOCUMENT))
+    # The identity was found once, at intake, from the PDF: re-chunking never reads the PDF again, so it comes from
+    # the source run (its documents table; a run written before that table held it, from its chunks). Lost, every
+    # chunk would be embedded without it and rank like a chunk of any other filing with the same wording.
+    missing = {d.doc_id for d in docs if not d.identity}
+    if missing:
+        chunks = src.read(CHUNKS, CHUNK)
+        found: dict[str, str] = {}
+        if "identity" in chunks.column_names:
+            for doc_id, ident in zip(chunks.column("doc_id").to_pylist(), chunks.column("identity").to_pylist()):
+                if doc_id in missing and ident and doc_id not in found:
+                    found[doc_id] = ident
+        docs = [replace(d, identity=found.get(d.doc_id, "")) if d.doc_id in found else d for d in docs]
     known = {d.doc_id for d in docs}
     # Batches of a document the documents table lacks (an interrupted run) are still re-chunked, under its ID.
     docs += [DocumentRecord(doc_id=d, source_uri="", source=d, num_pages=0) for d in by_doc if d not in known]

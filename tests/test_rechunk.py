@@ -4,6 +4,7 @@ import json
 import re
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -110,6 +111,12 @@ def test_rechunk_replans_reembeds_and_replaces_chunks_without_converting(tmp_pat
 
     db = tmp_path / "milvus.db"
     run, old_ids = make_run(tmp_path, db, embedder)
+    docs_part = next((run / "documents").glob("*.parquet"))
+    written = pq.read_table(docs_part)
+    assert written.column("identity").to_pylist()[0], "the documents table carries the identity"
+    # A run written before it did: the identity comes from the source run's chunks.
+    pq.write_table(written.set_column(written.column_names.index("identity"), "identity",
+                                      pa.array([None] * written.num_rows, pa.string())), docs_part)
     forbid_conversion()
     out = tmp_path / "rechunked"
     rc = main(["--from", str(run), "--output", str(out), "--set", f"milvus.uri={db}",
@@ -126,6 +133,11 @@ def test_rechunk_replans_reembeds_and_replaces_chunks_without_converting(tmp_pat
     assert {c["config_hash"] for c in chunks} == {config_hash(new_cfg)}
     assert {c["planner"] for c in chunks} == {"deterministic"}
     assert all(c["source"] == "guide.pdf" for c in chunks)
+    # The document's identity (found at intake from the PDF, which re-chunking never reads) is carried over: every
+    # new chunk, written and embedded, has the one the source run's chunks had.
+    old_identity = {c["identity"] for c in pq.read_table(run / "chunks").to_pylist()}
+    assert len(old_identity) == 1 and "" not in old_identity
+    assert {c["identity"] for c in chunks} == old_identity
 
     elements = pq.read_table(out / "elements").to_pylist()
     placed = [i for c in sorted(chunks, key=lambda c: c["element_ids"][0]) for i in c["element_ids"]]
