@@ -208,6 +208,12 @@ def main(argv: list[str] | None = None) -> int:
             bstore.close()
     command = "python -m jobs.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
     report = markdown_report(rows, by_type, command)
+    # Our chunks' health beside the scores: a regression in extraction or planning shows here too.
+    from chunker.plan.health import format_health
+    from chunker.run.report import health_for_run
+
+    health = health_for_run(RunStore(str(run_dir)))
+    report += "\n## Chunk health (ours)\n\n```\n" + format_health(health) + "\n```\n"
     if answers:
         report += ("\n## Answer-level (judged as in the vision-guided paper, appendix A.2)\n\n"
                    + "\n".join(f"- {k}: {v}" for k, v in answers.items()) + "\n")
@@ -216,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / "report.md").write_text(report)
     (out / "report.json").write_text(json.dumps({"rows": rows, "by_type": by_type, "answers": answers,
-                                                  "config_hash": h,
+                                                  "config_hash": h, "chunk_health": health,
                                                   "seconds": round(time.perf_counter() - t0, 1)}, indent=2))
     (out / "scores.json").write_text(json.dumps(all_scores))
     print(report)

@@ -67,6 +67,7 @@ class RunSummary:
     problems_total: int = 0
     problems: list[dict[str, str]] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)  # where the time went (chunker.run.timing)
+    health: dict[str, Any] = field(default_factory=dict)  # the chunk-health headline (chunker.plan.health)
 
 
 def input_dataset(input_path: str, cfg: Config, listed: list[str] | None,
@@ -258,8 +259,22 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         problems=t.problems,
         timing=timing.report(),
     )
+    if cfg.output.chunk_health and t.chunks:
+        with timing.step("health"):
+            summary.health = chunk_health(runstore)
+        summary.timing = timing.report()
     runstore.write_json(SUMMARY, asdict(summary))
     return summary
+
+
+def chunk_health(runstore: RunStore) -> dict[str, Any]:
+    """Write the run folder's chunk-health report beside its chunks and return its headline figures."""
+    from chunker.run.report import health_for_run, write_health
+
+    report = health_for_run(runstore)
+    write_health(runstore, report)
+    return {k: report[k] for k in ("chunks", "fragments", "fragment_share", "lead_in_only", "tables",
+                                   "column_n_tables", "pathless_tables")}
 
 
 def _timed_rows(rows: Any, timing: RunTiming) -> Any:
@@ -292,6 +307,11 @@ def print_summary(s: RunSummary) -> None:
     if t.get("first_segment_s") is not None:
         steady = f"{t['steady_pages_per_s']:.2f} pages/s" if t.get("steady_pages_per_s") else "n/a (too short)"
         print(f"start-up: first segment after {t['first_segment_s']:.1f} s  steady: {steady}")
+    if s.health:
+        h = s.health
+        print(f"chunk health: {100 * h['fragment_share']:.1f}% under 250 chars, {h['lead_in_only']} lead-ins alone, "
+              f"{h['column_n_tables']} of {h['tables']} tables under 'Column N', {h['pathless_tables']} without a "
+              f"column path (chunk_health.txt/.png in the run folder)")
     for p in s.problems:
         print(f"  {p['status']:8s} {p['source']}: {p['reason']}")
     if s.problems_total > len(s.problems):

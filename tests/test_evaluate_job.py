@@ -51,3 +51,6 @@ def test_evaluate_writes_comparable_report(samples_dir, tmp_path):
     assert set(report["by_type"]) == {"Factual", "Procedural"}
     assert "| ours | hybrid |" in md and "Command: `python -m jobs.evaluate" in md
     assert "skipped (no --answer-base-url)" in md
+    # Our chunks' health rides with the scores, and the ingest wrote its report into the run folder.
+    assert "## Chunk health (ours)" in md and report["chunk_health"]["chunks"] == ours["hybrid"]["chunks"]
+    assert first["health"]["chunks"] == ours["hybrid"]["chunks"] and (out / "ingest" / "chunk_health.png").is_file()

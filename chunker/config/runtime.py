@@ -122,6 +122,12 @@ class RayConfig(_Section):
 
 class OutputConfig(_Section):
     dir: str = Field("./output/run", description="Run output folder (local path or a pyarrow filesystem URI).")
+    chunk_health: bool = Field(
+        True, description="At the end of an ingest, read the run folder's chunks and elements once more and write "
+        "the chunk-health report (chunk_health.json/.txt/.png: fragments, lead-ins alone, tables without column "
+        "paths, the size histogram) into it, and print its headline. Off for a run folder so large that one more "
+        "read of it is not worth it; python -m jobs.health makes the same report later."
+    )
     write_threads: int = Field(
         16, ge=1, description="Ledger entries the driver writes at once after a commit (two small objects per "
         "document): on object storage each is a round trip of tens of milliseconds, so one at a time would cap a run "

@@ -10,7 +10,7 @@ A run's output lives on a local path or any pyarrow filesystem URI (``s3://``, `
     {run}/listing/part-{part:05d}.jsonl              the streamed input listing (chunker.run.listing)
     {run}/attempts/{doc_id}-{segment:05d}/{copy}-{id}  one marker per start of a segment's conversion (this run)
     {run}/normalized/{doc_id}.pdf                    PDFs normalised from images and office files
-    {run}/summary.json, planning_report.json/.txt
+    {run}/summary.json, planning_report.json/.txt, chunk_health.json/.txt/.png
 
 ``{copy}`` is :func:`copy_key` of the document's absolute source URI: the same bytes at two paths are two documents
 (one content, two sets of chunks, see chunker.run.attempts), whose converted batches and elements are one content's
@@ -48,6 +48,7 @@ ATTEMPTS = "attempts"
 NORMALIZED = "normalized"
 SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
+CHUNK_HEALTH = "chunk_health"
 
 
 def copy_key(source_uri: str) -> str:

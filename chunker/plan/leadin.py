@@ -1,0 +1,62 @@
+"""A table's lead-in: the short paragraph right before a table that says what the table is.
+
+"The following table shows net sales by reportable segment for the three months ended ... (dollars in millions):"
+holds the words a question uses ("net sales", "segment", the period) and none of the figures; the rows below hold
+the figures and little of those words. The planner opens the table's first chunk with it, and later chunks of a
+split table repeat its gist as a title, so no chunk is the lead-in alone and every piece of the table says what it
+is. The chunk-health report counts lead-ins left alone with the same predicate.
+
+What makes a lead-in is generic document structure, the same for the text layer and the model's Markdown: it is
+short, it is followed directly by the table, and it introduces (ends with ":" or "as follows", points at "the
+following table", "the table below") or names the table's unit or periods ("(in millions)", "three months ended").
+A paragraph that merely precedes a table (a narrative sentence ending with a full stop) is none of these.
+"""
+
+from __future__ import annotations
+
+import re
+
+from chunker.types import Element
+
+LEAD_IN_MAX_CHARS = 400
+# The gist repeated over later chunks of a split table: enough to say what the table is, short enough not to
+# outweigh the rows in the embedding.
+TITLE_MAX_CHARS = 160
+
+_INTRODUCES = re.compile(
+    r"(?::|\bas\s+follows\W*|\bbelow\W*|\bfollowing\W*)$"
+    r"|\b(?:the\s+following\s+(?:table|schedule|summary|tabular|chart)|(?:table|schedule)\s+below"
+    r"|(?:set\s+forth|summari[sz]ed|shown|presented|detailed|provided|listed|included)\s+(?:in\s+the\s+table\s+)?below)\b",
+    re.I,
+)
+# A unit or period named the way table lead-ins name them, in a short line: "(in millions)", "(dollars in
+# thousands, except per share data)", "Three Months Ended June 30,".
+_NAMES_TABLE = re.compile(
+    r"\((?:[^()]*\b(?:in\s+)?(?:thousands|millions|billions)\b[^()]*)\)\W*$"
+    r"|\b(?:three|six|nine|twelve)\s+months\s+ended\b[^.]*$|\b(?:fiscal\s+)?years?\s+ended\b[^.]*,$",
+    re.I,
+)
+
+
+def is_lead_in_text(text: str) -> bool:
+    """Whether a paragraph's text reads as a table's lead-in (its position is the caller's to check)."""
+    t = text.strip()
+    if not t or len(t) > LEAD_IN_MAX_CHARS:
+        return False
+    return bool(_INTRODUCES.search(t) or _NAMES_TABLE.search(t))
+
+
+def is_lead_in(e: Element, nxt: Element | None) -> bool:
+    """A paragraph directly followed by a table row that introduces that table."""
+    return (e.kind == "paragraph" and nxt is not None and nxt.kind == "table_row"
+            and is_lead_in_text(e.text))
+
+
+def title_of(lead_in: str) -> str:
+    """The lead-in's gist for the later chunks of its table: the text without the closing colon, cut at a word
+    within :data:`TITLE_MAX_CHARS`."""
+    t = re.sub(r"\s+", " ", lead_in).strip().rstrip(":").strip()
+    if len(t) <= TITLE_MAX_CHARS:
+        return t
+    cut = t[:TITLE_MAX_CHARS].rsplit(" ", 1)[0].rstrip(",;")
+    return cut + " ..."
