@@ -28,6 +28,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from chunker.forms import read_form
+from chunker.tabletext import UNIT, unit_text
 from chunker.types import ConvertedBatch, Element
 
 SEGMENT_STRIDE = 1_000_000
@@ -73,9 +75,7 @@ def figure_row_sentence(label_path: list[str], cells: list[tuple[list[str], str]
     written once, after the row label, and holds for every figure of the row (``unit_each``: after every figure's
     path instead, as in the example above; longer for the same facts)."""
     label = " > ".join(p.strip().rstrip(":").strip() for p in label_path if p.strip().rstrip(":").strip())
-    unit = unit.strip()
-    if unit.startswith("(") and unit.endswith(")"):
-        unit = unit[1:-1].strip()
+    unit = unit_text(unit) if unit.strip() else ""
     figs = []
     for path, value in cells:
         if not value.strip():
@@ -119,22 +119,33 @@ def _split_pipe_row(line: str) -> list[str]:
 
 
 def table_row_sentence(headers: list[str], cells: list[str]) -> str:
-    """One self-contained sentence for a table row: every value with its column header."""
-    parts = []
-    for i, cell in enumerate(cells):
-        if not cell:
-            continue
-        head = headers[i] if i < len(headers) and headers[i] else f"Column {i + 1}"
-        parts.append(f"{head}: {cell}")
+    """One self-contained sentence for a table row: every value with its column header. A column without a header
+    gets no placeholder ("Column 2" names no meaning and matches every question alike): its value stands bare, and
+    in a table with no header at all the first cell labels the rest ("2024: 3,417", a two-column schedule)."""
+    filled = [((headers[i] if i < len(headers) else "").strip().rstrip(":").rstrip(), c) for i, c in enumerate(cells) if c]
+    if not any(h for h, _ in filled) and len(filled) >= 2:
+        parts = [f"{filled[0][1]}: " + "; ".join(c for _, c in filled[1:])]
+    else:
+        parts = [f"{h}: {c}" if h else c for h, c in filled]
     return "; ".join(parts) + ("." if parts and not parts[-1].endswith(".") else "")
 
 
-# A table's unit ("In millions, except per share data", "$ million", "(000s)").
-UNIT = re.compile(r"\b(?:thousands|millions?|billions?|mn|bn|000s?)\b|\bper\s+share\b", re.I)
 # A figure as tables print it: sign, currency, digits with separators, decimals, parentheses, percent, a footnote
 # star; or a dash / "n/m" standing for an empty value.
 _FIGURE_CELL = re.compile(r"^[(\[]?[-–—−+]?[$€£¥₹]?\s?[-–—−]?\(?\d[\d,]*(?:\.\d+)?\)?\s?(?:%|pts?|bps|x)?[)\]]?\*?$"
                      r"|^(?:[-–—−]{1,2}|n/?[am]|nm|\*)$", re.I)
+
+
+# A line set like a heading that only qualifies what follows: "(unaudited)", "(in millions, except per share
+# data)", "In thousands", "Unaudited". As a heading it would stand in the breadcrumb of every chunk below it and
+# leave a chunk of its own; it is a paragraph (a table's unit line the converter did not claim).
+_QUALIFIER = re.compile(r"^\(.*\)$|^(?:\$\s*)?(?:in\s+)?(?:thousands|millions|billions)\b.{0,60}$|^unaudited$", re.I | re.S)
+
+
+def not_a_heading(text: str) -> bool:
+    """Whether a heading line is only a parenthetical or a unit line (see ``_QUALIFIER``)."""
+    t = text.strip().strip("*_").strip()
+    return bool(_QUALIFIER.match(t)) and len(t) <= 80
 
 
 def is_figure(text: str) -> bool:
@@ -148,7 +159,7 @@ def row_labelled(headers: list[str], rows: list[list[str]]) -> bool:
     if len(headers) < 2 or not rows:
         return False
     stub = headers[0].strip()
-    if stub and not UNIT.search(stub) and not re.fullmatch(r"Column 1", stub):
+    if stub and not UNIT.search(stub):
         return False
     # A stub cell with nothing beside it labels the rows below it, whatever it reads (a year over its rows).
     labels = sum(1 for r in rows if r and r[0].strip() and (not is_figure(r[0]) or not any(c.strip() for c in r[1:])))
@@ -165,6 +176,7 @@ class _Scanner:
         self.blocks: list[_Block] = []
         self.table_seq = 0
         self.last_table_group = ""
+        self.level = 1  # the level of the last heading: a form's title goes one below it
 
     def _new_table_group(self, continued: bool) -> str:
         if continued and self.last_table_group:
@@ -197,8 +209,13 @@ class _Scanner:
                 i += 1
                 continue
             m = _HEADING.match(stripped)
+            if m and m.group(2) and not_a_heading(m.group(2)):
+                self.blocks.append(_Block("paragraph", m.group(2).strip(), self.page, self.page))
+                i += 1
+                continue
             if m and m.group(2):
-                self.blocks.append(_Block("heading", m.group(2).strip(), self.page, self.page, level=len(m.group(1))))
+                self.level = len(m.group(1))
+                self.blocks.append(_Block("heading", m.group(2).strip(), self.page, self.page, level=self.level))
                 i += 1
                 continue
             if stripped.startswith("|") and i + 1 < n and PIPE_SEPARATOR.match(lines[i + 1]):
@@ -246,6 +263,13 @@ class _Scanner:
         while i < len(lines) and lines[i].strip().startswith("|"):
             body.append(_split_pipe_row(lines[i]))
             i += 1
+        form = read_form([headers] + body)
+        if form is not None:
+            # A key-value grid: each value after its own label, the title row as a heading under the current one.
+            for title in form.titles:
+                self.blocks.append(_Block("heading", title, self.page, self.page, level=min(6, self.level + 1)))
+            self.blocks += [_Block("table_row", r, self.page, self.page, group=group) for r in form.rows]
+            return i
         labelled = row_labelled(headers, body)
         for cells in body:
             if labelled:

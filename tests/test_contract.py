@@ -75,9 +75,12 @@ def test_overlap_batches_are_dropped():
     assert [e.text for e in els] == ["new text"]
 
 
-def test_row_sentence_skips_empty_cells_and_names_unnamed_columns():
-    assert table_row_sentence(["A", ""], ["1", "2"]) == "A: 1; Column 2: 2."
+def test_row_sentence_skips_empty_cells_and_writes_no_placeholder_header():
+    assert table_row_sentence(["A", ""], ["1", "2"]) == "A: 1; 2."
     assert table_row_sentence(["A"], [""]) == ""
+    # No header at all (a two-column schedule): the first cell labels the rest, never "Column 1: 2024; Column 2: ...".
+    assert table_row_sentence(["", ""], ["2024", "3,417"]) == "2024: 3,417."
+    assert table_row_sentence([], ["Total", "5", "7"]) == "Total: 5; 7."
 
 
 def test_list_continues_past_blank_line_and_page_marker():

@@ -333,7 +333,7 @@ def test_guessed_header_on_a_continuation_page_is_a_data_row() -> None:
                   at_top=True)
     md = page_with(moved, head, cols)
     # A new table; its first row holds figures, so it stays a data row instead of labelling every other row.
-    assert md.startswith("| Column 1 | Column 2 | Column 3 |") and md.count("| Drain plug | G 1/2 | 30 |") == 2
+    assert md.startswith("|  |  |  |\n") and md.count("| Drain plug | G 1/2 | 30 |") == 2
 
 
 def _overflow_table_pdf(path: Path) -> None:

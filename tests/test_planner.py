@@ -149,17 +149,17 @@ def test_every_element_exactly_once_in_order(els, target, lead_in, captions):
 
 def test_a_small_section_joins_the_chunk_before_it_and_keeps_its_heading():
     body = "Revenue grew in every region, led by services; the details follow in the notes. " * 2
-    md = f"# Report\n\n## Results\n\n{body}\n\n## In Millions\n\nThe lease term is 7 years.\n\n## Outlook\n\n{body}"
+    md = f"# Report\n\n## Results\n\n{body}\n\n## Lease Term\n\nThe lease term is 7 years.\n\n## Outlook\n\n{body}"
     on = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=True)
     els, chunks = _chunks(md, on)
     joined = [c for c in chunks if "The lease term is 7 years." in c.text]
     # The caption read as a heading and its one line are not a chunk of their own: they follow the section before,
     # under that section's breadcrumb, with the caption kept in the body.
     assert len(joined) == 1 and joined[0].breadcrumb == "Report > Results"
-    assert "In Millions\nThe lease term is 7 years." in joined[0].text and body.strip() in joined[0].text
+    assert "Lease Term\nThe lease term is 7 years." in joined[0].text and body.strip() in joined[0].text
     assert [c.breadcrumb for c in chunks] == ["Report > Results", "Report > Outlook"]
     _, apart = _chunks(md)  # off by default
-    assert [c.breadcrumb for c in apart] == ["Report > Results", "Report > In Millions", "Report > Outlook"]
+    assert [c.breadcrumb for c in apart] == ["Report > Results", "Report > Lease Term", "Report > Outlook"]
 
 
 def test_small_sections_never_join_a_figure_a_table_an_faq_pair_or_a_page_far_back():

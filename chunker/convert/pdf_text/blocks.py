@@ -17,6 +17,8 @@ from chunker.convert.pdf_text.headings import FontStats, heading_level
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
 from chunker.contract import figure_line, figure_row_sentence, table_block, table_row_sentence
+from chunker.forms import read_form
+from chunker.tabletext import is_sentence_piece
 
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
@@ -164,6 +166,8 @@ class PageWriter:
         carried = self.state.table_header
         continued = bool(carried) and t.at_top and not self.out and len(carried) == ncols \
             and same_layout(self.state.table_columns, t.columns)
+        if not continued and self._form(t):
+            return
         header, rows = t.header, t.rows
         if continued and header is not None and header != carried and not t.header_bold:
             # A guessed header at the top of a continuation page is the table's next data row, not a new header.
@@ -179,6 +183,11 @@ class PageWriter:
             if is_data_row(rows[0]):
                 # Figures in the first row: it is data. Taken as the header, its values would label every row.
                 header = [""] * ncols
+            elif is_sentence_piece(" ".join(c for c in rows[0] if c)):
+                # The lead-in ruled in with the table ("Summary of ... is as follows:"): prose before the table,
+                # never its column paths.
+                self._emit(_MD_ESCAPE.sub(r"\\\1", " ".join(c for c in rows[0] if c)))
+                header, rows = [""] * ncols, rows[1:]
             else:
                 header, rows = rows[0], rows[1:]
         if any(header[1:]) and t.columns and (t.header_bold or t.labels_above):
@@ -189,7 +198,6 @@ class PageWriter:
                 # first rows) read with these labels when their figures end where these columns' do.
                 self.last_aligned = lent
                 self.lent_at = len(self.out) + 1  # the aligned rows take its open group label only right after it
-        header = [h or f"Column {k + 1}" for k, h in enumerate(header)]
         if continued:
             lines = table_block([table_row_sentence(header, r) for r in rows if any(r)], continued=True)
         else:
@@ -199,6 +207,22 @@ class PageWriter:
         self.state.table_header = header if t.at_bottom else []
         self.state.table_columns = t.columns if t.at_bottom else []
         self.last_was_open_table = t.at_bottom
+
+    def _form(self, t: Table) -> bool:
+        """A ruled grid of "Label:" cells and their values is a form (chunker.forms): written as its title (a
+        heading under the current one) and one row of pairs per grid row. False when it is a table."""
+        grid = (t.header_rows or ([t.header] if t.header else [])) + t.rows
+        form = read_form(grid)
+        if form is None:
+            return False
+        level = min(6, max((lv for lv, _ in self.state.heading_path), default=1) + 1)
+        for title in form.titles:
+            self.heading(level, title)
+        if form.rows:
+            self._emit("\n".join(table_block(form.rows)))
+        self.state.table_header, self.state.table_columns = [], []
+        self.last_was_open_table = False
+        return True
 
     def aligned(self, t: AlignedTable) -> None:
         """Rows of figures as sentences, each figure with its column path. A table at the top of the page whose

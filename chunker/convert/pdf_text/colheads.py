@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from chunker.contract import UNIT
+from chunker.tabletext import is_sentence_piece, is_unit_line, split_unit, unit_text
 from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Cells, Column, Row, Seg, column_index,
                                               columns_of, find_regions, read_cells, split_label, visual_rows)
 from chunker.convert.pdf_text.textlayer import PageText
@@ -29,13 +29,8 @@ _MAX_WRAP_LINES = 4  # lines of one wrapped row label, the figure row included
 
 
 def is_unit(text: str) -> bool:
-    return len(text) <= 90 and bool(UNIT.search(text))
-
-
-def unit_text(text: str) -> str:
-    """"(In millions, except per share data)" -> "In millions, except per share data"."""
-    t = text.strip()
-    return t[1:-1].strip() if t.startswith("(") and t.endswith(")") else t
+    """A unit line, not a sentence that names a unit (chunker.tabletext)."""
+    return is_unit_line(text)
 
 
 def find_aligned_tables(page: PageText, skip: set[int]) -> list[AlignedTable]:
@@ -122,6 +117,8 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
                 return _done(head, columns, fig_left, size), unit, k + 1, [r]  # a line that is only the unit
         if any(s.x0 < label_right + 0.5 * size for s in over):
             break  # a title or a sentence running from the label column into the columns
+        if any(is_sentence_piece(s.text) for s in r.segs):
+            break  # the lead-in's last line set over the columns: prose, never a column's path
         if stub and not over:
             if is_unit(r.text) and head:
                 unit = unit or unit_text(r.text)
@@ -292,7 +289,8 @@ def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float)
 
 def _unit_above(rows: list[Row], head_top: int, size: float) -> tuple[str, list[Row]]:
     """A unit written on its own line just above the header ("(In millions, except per share data)"), and that
-    line's row (none when no unit is found)."""
+    line's row; or the unit a lead-in names in its closing parenthetical, with no row (the lead-in stays prose);
+    ("", []) when there is none."""
     k = head_top - 1
     below = rows[head_top].y0 if head_top < len(rows) else 0.0
     for _ in range(3):
@@ -301,8 +299,13 @@ def _unit_above(rows: list[Row], head_top: int, size: float) -> tuple[str, list[
         # A unit line stands alone and short ("(In millions, except per share data)"); a sentence of the prose
         # above that names the unit is not one.
         text = rows[k].text.strip()
-        if is_unit(text) and len(text) <= 60 and not text.endswith(".") and not read_cells(rows[k]).numeric:
-            return unit_text(text), [rows[k]]
+        sentence, unit = split_unit(text) if not read_cells(rows[k]).numeric else ("", "")
+        if unit and not sentence:
+            return unit, [rows[k]]
+        if unit:
+            # "Cash flows were as follows ($ in millions):": the table's unit, and the table's lead-in, which stays
+            # prose (the planner opens the table's chunk with it); never the unit of every row.
+            return unit, []
         below, k = rows[k].y0, k - 1
     return "", []
 
