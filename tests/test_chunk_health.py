@@ -17,7 +17,8 @@ from chunker.run.layout import CHUNKS, ELEMENTS, RunStore
 from chunker.schemas import CHUNK, ELEMENT, to_table
 from jobs import health as health_job
 
-OLD = PlannerConfig(target_chars=400, min_chars=100, max_chars=900)
+# Lead-ins kept with the prose and fragments kept: the old behaviour, so every counter has something to count.
+OLD = PlannerConfig(target_chars=400, min_chars=100, max_chars=900, table_captions=False, merge_fragments="none")
 PROSE = "Our stores sell food, fuel and household goods in twelve countries; most of them are leased. " * 3
 DOC = (f"# Annual report\n\n## Leases\n\n{PROSE}\n\n### Cost\n\nLease cost was as follows (in millions):\n\n"
        "| | 2023 | 2022 |\n| --- | --- | --- |\n| Operating lease cost | 1,200 | 1,100 |\n| Variable cost | 80 | 75 |\n\n"
@@ -42,6 +43,12 @@ def test_counts_on_a_known_document() -> None:
     # Two tables: the figures with their years, and the one whose second column has no header (a bare value).
     assert r["tables"] == 2 and r["column_n_tables"] == 0
     assert r["worst"]["lead_in_only"][0]["source"] == "a.pdf"
+    # Lead-ins with their tables (the default) and fragments joined: no lead-in alone, no fragment.
+    els2, chunks2 = _doc("b", DOC, PlannerConfig(target_chars=400, min_chars=250, max_chars=900,
+                                                 merge_fragments="document"))
+    h2 = Health()
+    h2.add("b", chunks2, els2)
+    assert h2.report()["lead_in_only"] == 0 and h2.report()["fragments"] == 0
     text = format_health(r)
     assert "lead-in-only chunks: 1" in text and "worst by lead in only" in text
 

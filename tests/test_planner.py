@@ -40,7 +40,7 @@ def test_faq_pairs_split_and_kept_whole():
 def test_tables_and_figures_get_their_modality():
     md = ("# T\n\nIntro paragraph.\n\n| A | B |\n| --- | --- |\n" + "".join(f"| a{i} | b{i} |\n" for i in range(30))
           + "\n![Figure 2: Flow](figure)\n\nAfter.")
-    _, chunks = _chunks(md)
+    _, chunks = _chunks(md, CFG.model_copy(update={"merge_fragments": "none"}))
     mods = [c.modality for c in chunks]
     assert "table" in mods and "figure" in mods
     for c in chunks:
@@ -49,34 +49,12 @@ def test_tables_and_figures_get_their_modality():
             assert len(c.text) <= CFG.max_chars + 50
 
 
-def test_a_table_caption_opens_the_tables_first_chunk():
-    rows = "".join(f"| row {i} | {i * 100} |\n" for i in range(40))
-    md = ("# Leases\n\nWe lease offices and stores under operating leases with terms of up to twenty years and "
-          "renew most of them.\n\nComponents of lease cost were as follows:\n\n| Item | Amount |\n| --- | --- |\n"
-          + rows + "\nAfter the table comes prose again.")
-    cfg = CFG.model_copy(update={"table_captions": True})
-    els, chunks = _chunks(md, cfg)
-    with_caption = [c for c in chunks if "Components of lease cost" in c.text]
-    assert len(with_caption) == 1
-    first = with_caption[0]
-    assert first.modality == "table" and "Item: row 0" in first.text, "the caption opens the table's first chunk"
-    assert "We lease offices" not in first.text, "only the caption moves, not the prose before it"
-    assert "Components of lease cost" not in chunks[chunks.index(first) + 1].text, "later table chunks do not repeat it"
-    # Every element still placed once, in order (verify_coverage ran inside plan()).
-    assert [i for c in chunks for i in c.element_ids] == [e.element_id for e in els]
-    # A paragraph that does not introduce (no colon) stays with the prose.
-    _, plain = _chunks(md.replace("were as follows:", "are shown below."), cfg)
-    assert all(c.modality != "table" or "are shown below." not in c.text for c in plain)
-    # Off (the default): the caption ends the prose chunk, the table's chunks hold rows only.
-    _, off = _chunks(md)
-    assert all("Components of lease cost" not in c.text for c in off if c.modality == "table")
-
-
 def test_a_tables_first_rows_continue_the_prose_that_introduces_it():
     rows = "".join(f"| swap {i} | {i * 100} |\n" for i in range(40))
     intro = "We use derivatives to manage rate exposure. The following table sets forth the notional amounts:"
     md = f"# Derivatives\n\n{intro}\n\n| Instrument | Amount |\n| --- | --- |\n{rows}\nAfter the table, prose."
-    cfg = CFG.model_copy(update={"table_lead_in": "intro"})
+    # Lead-ins off: this option is what joins prose and rows then (with them on, the intro opens the table's chunk).
+    cfg = CFG.model_copy(update={"table_lead_in": "intro", "table_captions": False})
     els, chunks = _chunks(md, cfg)
     first = next(c for c in chunks if "notional amounts:" in c.text)
     assert "Instrument: swap 0" in first.text, "the rows after the intro continue its chunk"
@@ -91,7 +69,7 @@ def test_a_tables_first_rows_continue_the_prose_that_introduces_it():
     assert all("Instrument:" not in c.text for c in c_intro if "notional amounts." in c.text)
     _, c_any = _chunks(plain, CFG.model_copy(update={"table_lead_in": "any"}))
     assert any("Instrument: swap 0" in c.text for c in c_any if "notional amounts." in c.text)
-    _, off = _chunks(md)
+    _, off = _chunks(md, CFG.model_copy(update={"table_captions": False}))
     assert all("Instrument:" not in c.text for c in off if "notional amounts:" in c.text)
     # A lead-in that leaves no room for a row (over target_chars) stays a chunk of its own.
     long_intro = "Words that fill the room. " * 12 + "The following table sets forth the amounts:"
@@ -145,35 +123,3 @@ def test_every_element_exactly_once_in_order(els, target, lead_in, captions):
     plans = plan(els, cfg)  # verify_coverage runs inside and would raise
     assert [i for p in plans for i in p.element_ids] == [e.element_id for e in els]
     assert all(p.element_ids for p in plans)
-
-
-def test_a_small_section_joins_the_chunk_before_it_and_keeps_its_heading():
-    body = "Revenue grew in every region, led by services; the details follow in the notes. " * 2
-    md = f"# Report\n\n## Results\n\n{body}\n\n## Lease Term\n\nThe lease term is 7 years.\n\n## Outlook\n\n{body}"
-    on = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=True)
-    els, chunks = _chunks(md, on)
-    joined = [c for c in chunks if "The lease term is 7 years." in c.text]
-    # The caption read as a heading and its one line are not a chunk of their own: they follow the section before,
-    # under that section's breadcrumb, with the caption kept in the body.
-    assert len(joined) == 1 and joined[0].breadcrumb == "Report > Results"
-    assert "Lease Term\nThe lease term is 7 years." in joined[0].text and body.strip() in joined[0].text
-    assert [c.breadcrumb for c in chunks] == ["Report > Results", "Report > Outlook"]
-    _, apart = _chunks(md)  # off by default
-    assert [c.breadcrumb for c in apart] == ["Report > Results", "Report > Lease Term", "Report > Outlook"]
-
-
-def test_small_sections_never_join_a_figure_a_table_an_faq_pair_or_a_page_far_back():
-    tiny = "## Note\n\nOne short line."
-    cases = {
-        "figure": "# D\n\n![Figure 1: Flow of the pump](figure)\n\n" + tiny,
-        "table": "# D\n\n| A | B |\n| --- | --- |\n| a1 | b1 |\n\n" + tiny,
-        "faq": "# D\n\n**Can I return it?**\n\nYes, within 30 days of delivery.\n\n" + tiny,
-    }
-    on = PlannerConfig(target_chars=300, min_chars=80, max_chars=600, join_small_sections=True)
-    for name, md in cases.items():
-        _, chunks = _chunks(md, on)
-        assert chunks[-1].breadcrumb == "D > Note" and chunks[-1].text.endswith("One short line."), name
-    far = parse_markdown("d", [("# D\n\nA paragraph on the first page, long enough to stand alone.", 1),
-                               (tiny, 3)])
-    chunks = build_chunks(far, plan(far, on), on, "h")
-    assert [c.breadcrumb for c in chunks] == ["D", "D > Note"]

@@ -156,18 +156,23 @@ class ConverterConfig(_Section):
 class PlannerConfig(_Section):
     kind: Literal["deterministic", "llm"] = Field("deterministic", description="Chunk planner.")
     target_chars: int = Field(1100, ge=50, description="Chunk size the planner aims at (characters of element text).")
-    min_chars: int = Field(200, ge=0, description="Chunks below this merge with a neighbour under the same heading.")
+    min_chars: int = Field(250, ge=0, description="Chunks whose text (breadcrumb included) is shorter join a "
+                           "neighbour (merge_fragments); a section's packing also keeps a chunk this small open.")
     max_chars: int = Field(2000, ge=100, description="Hard cap; only a single oversized element may exceed it.")
-    join_small_sections: bool = Field(
-        False, description="A whole section smaller than min_chars (a heading and a line or two) joins the chunk "
-        "before it when both are text, or both rows of tables, on the same or the next page, and the two fit in "
-        "target_chars + min_chars; the joined section's heading stays in the body. Off (the default: it did not pay on "
-        "the real sets, QUALITY.md): chunks never cross a heading."
+    merge_fragments: Literal["none", "section", "document"] = Field(
+        "none", description="A chunk whose text (breadcrumb included) is under min_chars joins a neighbour within "
+        "max_chars: 'section' the chunk before it in its section, else the one after it; 'document' also, failing "
+        "those, the next section's first chunk, else the previous section's last (its heading then stays in the "
+        "body). A question with its answer is never joined. 'none' (the default): small chunks stay, and a short "
+        "hit is read with the chunks after it (retrieval.context_below_chars); joining them cost financebench-dev "
+        "and CloudWay questions (QUALITY.md, 'Fragments'), so 'document' is for outline-heavy documents whose small "
+        "sections say nothing alone (strategic plans: 50% of chunks under 250 characters -> under 3%)."
     )
     table_captions: bool = Field(
-        False, description="A table's caption (a paragraph of at most 400 characters ending with ':' right before its "
-        "first row) opens the table's first chunk instead of ending the prose chunk before it. Off (the default: on "
-        "financebench-dev it raised the dense leg and hybrid mrr@10 but cost hybrid page@5, QUALITY.md)."
+        True, description="A table's lead-in (a short paragraph right before its first row that introduces it: ends "
+        "with ':' or 'as follows', points at the table below, or names its unit or periods) opens the table's first "
+        "chunk, and every later chunk of the table repeats the lead-in's gist as a title line. False: the lead-in "
+        "stays with the prose before the table."
     )
     table_lead_in: Literal["off", "intro", "any"] = Field(
         "off", description="Whether a table's first rows may continue the prose chunk right before them (same "

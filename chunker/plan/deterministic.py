@@ -8,12 +8,14 @@ text from the verbatim elements, prefixed with the heading breadcrumb. Boundarie
 * a paragraph that introduces a list (ends with ":") joins that list;
 * a question (a paragraph or bold line ending with "?") and its answer are one unit, and a question always starts a
   new chunk, so FAQ pairs are split apart and never cut;
-* table rows are single units that pack only with rows of the same table (modality ``table``); the table's caption
-  (a short paragraph right before its first row that introduces it, ending with ":") opens the table's first chunk
-  when ``planner.table_captions`` is on;
+* table rows are single units that pack only with rows of the same table (modality ``table``); the table's lead-in
+  (a short paragraph right before its first row that introduces it, :mod:`chunker.plan.leadin`) opens the table's
+  first chunk (``planner.table_captions``), and every later chunk of the table repeats its gist as a title line;
 * a figure is a chunk of its own (modality ``figure``) so visual questions can boost it;
 * a heading never ends up alone: it is placed in the first chunk of its section (or the next one when the section is
-  empty); its text lives in the breadcrumb of every chunk below it.
+  empty); its text lives in the breadcrumb of every chunk below it;
+* with ``planner.merge_fragments``, a chunk under ``planner.min_chars`` joins a neighbour
+  (:mod:`chunker.plan.fragments`).
 
 Coverage is verified after planning: every element exactly once, in order, or :class:`CoverageError`.
 """
@@ -26,7 +28,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from chunker.config import PlannerConfig
+from chunker.contract import SEGMENT_STRIDE
 from chunker.errors import DocumentError
+from chunker.plan.fragments import Piece, is_pair, join_fragments
+from chunker.plan.leadin import is_lead_in, title_of
 from chunker.types import Chunk, Element, Modality, Stage
 
 PLANNER_NAME = "deterministic"
@@ -55,6 +60,7 @@ class Plan:
     """A chunk as an ordered list of element IDs, before its text is built."""
 
     element_ids: list[str] = field(default_factory=list)
+    section: int = 0  # the section it was packed in (fragments join their own section's chunks first)
 
 
 _QUESTION = re.compile(r"^(\*\*|__)?(Q(uestion)?\s*[:.]\s*)?.{3,300}\?(\*\*|__)?$", re.S)
@@ -64,26 +70,24 @@ def is_question(e: Element) -> bool:
     return e.kind == "paragraph" and bool(_QUESTION.match(e.text.strip())) and len(e.text) <= 300
 
 
-CAPTION_MAX_CHARS = 400
-
-
-def is_caption(e: Element) -> bool:
-    """A short paragraph that introduces what follows ("The following table summarizes our lease cost:")."""
-    return e.kind == "paragraph" and len(e.text) <= CAPTION_MAX_CHARS and e.text.rstrip().endswith(":")
-
-
 def _continues_list(prev: Element, e: Element) -> bool:
     return prev.kind == "list" and e.kind == "list" and prev.heading_path == e.heading_path
 
 
-def make_units(elements: list[Element], max_chars: int = 1600) -> list[Unit]:
-    """Group a section's non-heading elements into units that must never be split."""
+def make_units(elements: list[Element], max_chars: int = 1600, lead_ins: bool = True) -> list[Unit]:
+    """Group a section's non-heading elements into units that must never be split. With ``lead_ins`` a table's
+    lead-in is a unit of its table (same group), so it packs with the rows and never ends the prose before it."""
     units: list[Unit] = []
-    for e in elements:
+    for n, e in enumerate(elements):
         prev_unit = units[-1] if units else None
         prev = prev_unit.elements[-1] if prev_unit else None
+        nxt = elements[n + 1] if n + 1 < len(elements) else None
         if e.kind == "table_row":
             units.append(Unit([e], "table", e.group))
+        elif lead_ins and nxt is not None and is_lead_in(e, nxt) and not (prev_unit and prev_unit.kind == "question"):
+            # An answer that introduces a table stays with its question (the question then opens the table's chunk
+            # as prose would); elsewhere the lead-in goes with its rows.
+            units.append(Unit([e], "table", nxt.group))
         elif e.kind == "figure":
             units.append(Unit([e], "figure"))
         elif is_question(e):
@@ -145,17 +149,6 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
             or (u.kind == "table") != (cur[-1].kind == "table")
             or (u.kind == "table" and u.group != cur[-1].group)
         )
-        if cfg.table_captions and kind_break and u.kind == "table" and cur[-1].kind == "text" \
-                and len(cur[-1].elements) == 1 \
-                and is_caption(cur[-1].elements[0]):
-            # Why: the caption says what the table is ("Components of lease cost were as follows:"), words a
-            # question uses and the rows do not; left in the prose chunk before, it points at a chunk without
-            # the figures, and the table's chunk lacks them.
-            caption = cur.pop()
-            cur_size -= caption.size
-            flush()
-            cur, cur_size = [caption], caption.size
-            kind_break = False
         if kind_break and _leads_into(cur, u, cur_size, cfg):
             # Why: the prose that introduces a table says what its figures are; in a chunk of its own it points at
             # no figures, and the rows' chunk lacks its words. Rows after this chunk pack as table chunks.
@@ -169,13 +162,6 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
         cur.append(u)
         cur_size += u.size
     flush()
-    # A small tail joins its predecessor when both are plain text and the result fits.
-    if len(groups) >= 2:
-        last, prev = groups[-1], groups[-2]
-        if (sum(u.size for u in last) < cfg.min_chars and all(u.kind == "text" for u in last + prev)
-                and sum(u.size for u in last + prev) <= cfg.max_chars):
-            groups[-2] = prev + last
-            groups.pop()
     return groups
 
 
@@ -183,63 +169,29 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
     """Chunk plans (ordered element-ID lists) covering every element exactly once, in order."""
     plans: list[Plan] = []
     pending_heads: list[Element] = []
-    for heads, body in _sections(elements):
+    for section, (heads, body) in enumerate(_sections(elements)):
         pending_heads.extend(heads)
         if not body:
             continue
-        for i, group in enumerate(_pack(make_units(body, cfg.max_chars), cfg)):
+        for i, group in enumerate(_pack(make_units(body, cfg.max_chars, cfg.table_captions), cfg)):
             ids = [e.element_id for u in group for e in u.elements]
             if i == 0 and pending_heads:
                 ids = [h.element_id for h in pending_heads] + ids
                 pending_heads = []
-            plans.append(Plan(ids))
+            plans.append(Plan(ids, section))
     if pending_heads:
         # Trailing headings with no content under them: keep them, attached to the last chunk.
         if plans:
             plans[-1].element_ids.extend(h.element_id for h in pending_heads)
         else:
             plans.append(Plan([h.element_id for h in pending_heads]))
-    if cfg.join_small_sections:
-        plans = join_small_sections(plans, {e.element_id: e for e in elements}, cfg)
+    if cfg.merge_fragments != "none" and len(plans) > 1:
+        view = ChunkView(elements, cfg)
+        pieces = [Piece(p.element_ids, p.section, view.size(p.element_ids),
+                        is_pair([view.by_id[i] for i in p.element_ids], is_question)) for p in plans]
+        plans = [Plan(p.ids, p.section) for p in join_fragments(pieces, cfg, view.size)]
     verify_coverage(elements, plans)
     return plans
-
-
-def _joinable_kind(els: list[Element]) -> str:
-    """"text" or "table" for a chunk that may take or join a small section; "" for one that never does (a figure, a
-    question and its answer: FAQ pairs stay apart)."""
-    kinds = {e.kind for e in els if e.kind != "heading"}
-    if "figure" in kinds or any(is_question(e) for e in els):
-        return ""
-    return "table" if kinds == {"table_row"} else "text"
-
-
-def join_small_sections(plans: list[Plan], by_id: dict[str, Element], cfg: PlannerConfig) -> list[Plan]:
-    """A chunk under ``min_chars`` that is a whole section of its own joins the chunk before it (same kind, same or
-    next page, both within ``target_chars + min_chars``).
-
-    Why: a heading over a line or two is its own chunk otherwise, and a chunk of 60 characters that matches a
-    question's words outranks the page that answers it. Real filings are full of them: a table's unit line or a
-    column caption read as a heading ("In Millions", "Fiscal Year"), a one-line note under its title. The joined
-    section's heading is kept in the body (it is not in the breadcrumb of the chunk it joins), so no text is lost
-    and the order is unchanged."""
-    out: list[Plan] = []
-    sizes: list[int] = []
-    for p in plans:
-        els = [by_id[i] for i in p.element_ids]
-        size = sum(len(e.text) + 1 for e in els)
-        if out and size < cfg.min_chars and els[0].kind == "heading" and sizes[-1] + size <= cfg.target_chars + cfg.min_chars:
-            prev = [by_id[i] for i in out[-1].element_ids]
-            kind = _joinable_kind(els)
-            last_page = max((e.page_end or e.page_start for e in prev), default=0)
-            first_page = min((e.page_start for e in els if e.page_start), default=last_page)
-            if kind and kind == _joinable_kind(prev) and 0 <= first_page - last_page <= 1:
-                out[-1] = Plan(out[-1].element_ids + p.element_ids)
-                sizes[-1] += size
-                continue
-        out.append(p)
-        sizes.append(size)
-    return out
 
 
 def verify_coverage(elements: list[Element], plans: list[Plan]) -> None:
@@ -275,33 +227,62 @@ def chunk_id(doc_id: str, element_ids: list[str], source_uri: str = "") -> str:
 
 
 def _modality(els: list[Element]) -> Modality:
-    content = [e for e in els if e.kind != "heading"]
-    if len(content) > 1 and is_caption(content[0]) and content[1].kind == "table_row":
-        content = content[1:]  # a table's caption does not make its chunk prose
-    kinds = {e.kind for e in content}
-    if "figure" in kinds:
+    """``figure`` for a chunk holding a figure, ``table`` when table rows (a lead-in with them) are most of its
+    text, else ``text``."""
+    content = [e for e in els if e.kind != "heading"] or els
+    if any(e.kind == "figure" for e in content):
         return "figure"
-    if kinds == {"table_row"}:
-        return "table"
+    rows = sum(len(e.text) for e in content if e.kind == "table_row")
+    if rows and (rows * 2 >= sum(len(e.text) for e in content) or all(e.kind == "table_row" for e in content[1:])):
+        return "table"  # the second test: a table's first chunk, opened by a lead-in longer than its rows
     return "text"
+
+
+class ChunkView:
+    """How a plan's element IDs read as a chunk: breadcrumb, body and the title of a table continued from an
+    earlier chunk. The one place the chunk text is composed, so the fragment test measures the text the chunk
+    will have."""
+
+    def __init__(self, elements: list[Element], cfg: PlannerConfig) -> None:
+        self.cfg = cfg
+        self.by_id = {e.element_id: e for e in elements}
+        # A table's lead-in by table (a group name is unique within one segment's parse).
+        self.leads: dict[tuple[int, str], Element] = {}
+        if cfg.table_captions:
+            for a, b in zip(elements, elements[1:]):
+                if is_lead_in(a, b):
+                    self.leads[(b.ordinal // SEGMENT_STRIDE, b.group)] = a
+
+    def compose(self, ids: list[str]) -> tuple[str, str]:
+        """(breadcrumb, text) of the chunk made of ``ids``."""
+        els = [self.by_id[i] for i in ids]
+        content = [e for e in els if e.kind != "heading"] or els
+        # The breadcrumb is the heading path of the chunk's first content.
+        crumb = breadcrumb(content[0].heading_path, self.cfg.breadcrumb_levels)
+        # Headings live in the breadcrumb; one that is not in it (a sibling heading with no body of its own, or a
+        # level the breadcrumb leaves out) keeps its text in the body, so no verbatim text is ever lost.
+        shown = set(crumb.split(" > ")) if crumb else set()
+        body = "\n".join(e.text for e in els if e.kind != "heading" or e.text.strip() not in shown)
+        first = content[0]
+        lead = self.leads.get((first.ordinal // SEGMENT_STRIDE, first.group)) if first.kind == "table_row" else None
+        if lead is not None and lead.element_id not in ids:
+            # A table continued from an earlier chunk says what it is: its rows carry their column paths, the
+            # title carries the words of its lead-in a question uses.
+            body = f"{title_of(lead.text)}\n{body}"
+        return crumb, (f"{crumb}\n\n{body}" if crumb else body)
+
+    def size(self, ids: list[str]) -> int:
+        return len(self.compose(ids)[1])
 
 
 def build_chunks(elements: list[Element], plans: list[Plan], cfg: PlannerConfig, config_hash: str,
                  source: str = "", source_uri: str = "", planner: str = PLANNER_NAME) -> list[Chunk]:
     """Rebuild each chunk's text from verbatim elements, prefixed with its heading breadcrumb."""
-    by_id = {e.element_id: e for e in elements}
+    view = ChunkView(elements, cfg)
     chunks: list[Chunk] = []
     for p in plans:
-        els = [by_id[i] for i in p.element_ids]
-        content = [e for e in els if e.kind != "heading"] or els
-        # The breadcrumb is the deepest heading path inside the chunk's content.
-        crumb = breadcrumb(content[0].heading_path if content[0].kind != "heading"
-                           else content[0].heading_path, cfg.breadcrumb_levels)
-        # Headings live in the breadcrumb; one that is not in it (a sibling heading with no body of its own, or a
-        # level the breadcrumb leaves out) keeps its text in the body, so no verbatim text is ever lost.
-        shown = set(crumb.split(" > ")) if crumb else set()
-        body = "\n".join(e.text for e in els if e.kind != "heading" or e.text.strip() not in shown)
-        text = f"{crumb}\n\n{body}" if crumb else body
+        els = [view.by_id[i] for i in p.element_ids]
+        crumb, text = view.compose(p.element_ids)
         pages = [e.page_start for e in els if e.page_start] + [e.page_end for e in els if e.page_end]
         chunks.append(Chunk(
             chunk_id=chunk_id(els[0].doc_id, p.element_ids, source_uri), doc_id=els[0].doc_id,

@@ -1,0 +1,114 @@
+"""Lead-ins with their tables, titles over a split table's later chunks, no fragment chunks, qualifier lines that
+are no headings (issue 40, items 1 and 2)."""
+
+from chunker.config import PlannerConfig
+from chunker.contract import parse_markdown
+from chunker.plan.deterministic import build_chunks, plan
+from chunker.plan.health import Health
+from chunker.plan.leadin import is_lead_in_text, title_of
+
+CFG = PlannerConfig(target_chars=400, min_chars=120, max_chars=900, merge_fragments="document")
+PROSE = ("We lease offices, warehouses and stores under operating leases with terms of up to twenty years, and we "
+         "renew most of them when they end; rent is recognised on a straight-line basis over each term.")
+ROWS = "".join(f"| Lease cost item {i} | {i * 100} | {i * 90} |\n" for i in range(24))
+TABLE = "| | 2023 | 2022 |\n| --- | --- | --- |\n" + ROWS
+
+
+def _chunks(md: str, cfg: PlannerConfig = CFG):
+    els = parse_markdown("d", [(md, 1)])
+    chunks = build_chunks(els, plan(els, cfg), cfg, "h")
+    assert [i for c in chunks for i in c.element_ids] == [e.element_id for e in els], "every element once, in order"
+    return els, chunks
+
+
+def _body(c) -> str:  # noqa: ANN001
+    return c.text.split("\n\n", 1)[1] if c.breadcrumb else c.text
+
+
+def test_a_lead_in_opens_its_tables_first_chunk_and_titles_the_later_ones():
+    lead = "The components of lease cost for the years ended December 31 were as follows (in millions):"
+    md = f"# Leases\n\n{PROSE}\n\n{lead}\n\n{TABLE}"
+    els, chunks = _chunks(md)
+    table_chunks = [c for c in chunks if c.modality == "table"]
+    assert len(table_chunks) >= 3, "the table is split over several chunks"
+    first = table_chunks[0]
+    assert _body(first).startswith(lead + "\n") and "Lease cost item 0" in first.text
+    assert lead not in chunks[0].text and chunks[0].modality == "text", "the prose before keeps its own chunk"
+    title = title_of(lead)
+    for c in table_chunks[1:]:
+        assert _body(c).startswith(title + "\n"), "a later chunk of the table says what the table is"
+        assert "2023: " in _body(c).splitlines()[1], "and its rows keep their column paths"
+    health = Health()
+    health.add("d", chunks, els)
+    assert health.report()["lead_in_only"] == 0
+
+
+def test_a_paragraph_that_merely_precedes_a_table_is_not_its_lead_in():
+    md = f"# Leases\n\n{PROSE}\n\n{TABLE}"
+    _, chunks = _chunks(md)
+    assert chunks[0].modality == "text" and PROSE in chunks[0].text
+    assert all(PROSE not in c.text for c in chunks[1:])
+    assert all(_body(c).startswith("Lease cost item") for c in chunks[1:]), "no title where there is no lead-in"
+    # Off: the lead-in stays with the prose, and the health report sees a lead-in alone.
+    lead = "Lease cost was as follows:"
+    off = CFG.model_copy(update={"table_captions": False, "merge_fragments": "none"})
+    els, chunks = _chunks(f"# Leases\n\n{lead}\n\n{TABLE}", off)
+    assert _body(chunks[0]) == lead
+    health = Health()
+    health.add("d", chunks, els)
+    assert health.report()["lead_in_only"] == 1
+
+
+def test_what_reads_as_a_lead_in():
+    yes = ["Net sales by reportable segment were as follows (dollars in millions):",
+           "The following table presents revenue by geography.",
+           "Segment operating income is summarized below.",
+           "Three Months Ended July 1, 2023 (in millions)",
+           "Future minimum payments under these leases are as follows"]
+    no = ["Revenue rose 5% in 2023 on higher volumes.", "See accompanying notes to consolidated financial statements.",
+          "x" * 390 + ":" + "y" * 20]
+    assert all(is_lead_in_text(t) for t in yes), [t for t in yes if not is_lead_in_text(t)]
+    assert not any(is_lead_in_text(t) for t in no)
+    long = "The following table sets forth " + "the amounts of each kind of cost we incurred " * 6 + ":"
+    assert len(title_of(long)) <= 164 and title_of(long).endswith(" ...")
+
+
+def test_fragments_join_a_neighbour_and_coverage_holds():
+    note = "See accompanying notes to consolidated financial statements."
+    md = (f"# Statements\n\n## Balance sheet\n\n{TABLE}\n\n{note}\n\n"
+          "## Form\n\n(Mark One)\n\n## Quarterly report\n\n" + PROSE + " " + PROSE)
+    els, chunks = _chunks(md)
+    assert all(len(c.text) >= CFG.min_chars for c in chunks), [c.text for c in chunks if len(c.text) < CFG.min_chars]
+    with_note = next(c for c in chunks if note in c.text)
+    assert "Lease cost item 23" in with_note.text, "a trailing line joins the chunk before it in its section"
+    mark = next(c for c in chunks if "(Mark One)" in c.text)
+    assert PROSE in mark.text and mark.breadcrumb == "Statements > Form", \
+        "a section too small to stand alone joins the next section's first chunk, its heading kept in the body"
+    assert "Quarterly report\n" in mark.text
+    # Within sections only: the note still joins its table, the small section stays as it is.
+    _, section = _chunks(md, CFG.model_copy(update={"merge_fragments": "section"}))
+    assert any(note in c.text and "Lease cost item 23" in c.text for c in section)
+    assert any(_body(c) == "(Mark One)" for c in section)
+    # None (the default): they stay apart.
+    _, kept = _chunks(md, CFG.model_copy(update={"merge_fragments": "none"}))
+    assert any(_body(c) == "(Mark One)" for c in kept) and any(_body(c) == note for c in kept)
+    assert PlannerConfig().merge_fragments == "none"
+
+
+def test_fragments_never_break_faq_pairs_or_pass_max_chars():
+    faq = "# FAQ\n\n" + "\n\n".join(f"**Can I do thing {i}?**\n\nYes, when the sky is blue." for i in range(4))
+    _, chunks = _chunks(faq)
+    assert len(chunks) == 4 and all(c.text.count("?") == 1 for c in chunks)
+    big = "Words " * 140  # 839 chars: a chunk of it is 842-846, with the fragment 850+
+    _, chunks = _chunks(f"# A\n\n{big}\n\n## B\n\nTiny.\n\n## C\n\n{big}", CFG.model_copy(update={"max_chars": 848}))
+    assert any(_body(c).strip() == "Tiny." for c in chunks), "no neighbour has room: it stays"
+    # A whole document shorter than min_chars is one chunk, whatever it holds.
+    _, chunks = _chunks("# Memo\n\nShort.\n\n## Next\n\nAlso short.")
+    assert len(chunks) == 1
+
+
+def test_a_parenthetical_or_unit_line_is_never_a_heading():
+    md = f"# Consolidated Balance Sheets\n\n## (unaudited)\n\n### In millions\n\n{PROSE}"
+    els, chunks = _chunks(md)
+    assert [e.kind for e in els] == ["heading", "paragraph", "paragraph", "paragraph"]
+    assert all(c.breadcrumb == "Consolidated Balance Sheets" for c in chunks)
