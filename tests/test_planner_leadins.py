@@ -43,6 +43,18 @@ def test_a_lead_in_opens_its_tables_first_chunk_and_titles_the_later_ones():
     assert health.report()["lead_in_only"] == 0
 
 
+def test_a_lead_in_stays_with_a_first_row_too_long_for_the_target():
+    lead = "The subsidiaries of the company as of January 1, 2023 are listed below:"
+    long_row = "| " + "; ".join(f"Subsidiary number {i} of the group, incorporated abroad" for i in range(12)) + " |"
+    md = f"# Exhibit 21\n\n{PROSE}\n\n{lead}\n\n| Name |\n| --- |\n{long_row}\n| Short one |\n"
+    els, chunks = _chunks(md)
+    with_lead = next(c for c in chunks if lead in c.text)
+    assert "Subsidiary number 0" in with_lead.text, "the lead-in is not left alone before an oversized row"
+    health = Health()
+    health.add("d", chunks, els)
+    assert health.report()["lead_in_only"] == 0
+
+
 def test_a_paragraph_that_merely_precedes_a_table_is_not_its_lead_in():
     md = f"# Leases\n\n{PROSE}\n\n{TABLE}"
     _, chunks = _chunks(md)

@@ -157,6 +157,9 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
         # A small chunk may still take the next unit rather than be left tiny, within the hard cap.
         if too_big and cur_size < cfg.min_chars and cur_size + u.size <= cfg.max_chars and not kind_break:
             too_big = False
+        if too_big and not kind_break and len(cur) == 1 and cur[0].kind == "table" \
+                and cur[0].elements[0].kind != "table_row":
+            too_big = False  # a lead-in never ends a chunk alone, however long its table's first row
         if kind_break or too_big:
             flush()
         cur.append(u)
