@@ -44,8 +44,10 @@ def test_a_lead_in_opens_its_tables_first_chunk_and_titles_the_later_ones():
 
 
 def test_a_lead_in_stays_with_a_first_row_too_long_for_the_target():
-    lead = "The subsidiaries of the company as of January 1, 2023 are listed below:"
-    long_row = "| " + "; ".join(f"Subsidiary number {i} of the group, incorporated abroad" for i in range(12)) + " |"
+    # Longer than min_chars, and with the first row past max_chars: packing used to flush the lead-in alone.
+    lead = ("The company, a corporation of the state of New Jersey, had the domestic and international subsidiaries "
+            "that are listed in the table below as of January 1, 2023, each with its place of incorporation:")
+    long_row = "| " + "; ".join(f"Subsidiary number {i} of the group, incorporated abroad" for i in range(16)) + " |"
     md = f"# Exhibit 21\n\n{PROSE}\n\n{lead}\n\n| Name |\n| --- |\n{long_row}\n| Short one |\n"
     els, chunks = _chunks(md)
     with_lead = next(c for c in chunks if lead in c.text)
