@@ -48,6 +48,8 @@ ATTEMPTS = "attempts"
 NORMALIZED = "normalized"
 SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
+# Every folder of a run, for whoever accounts for a run by area (the dry-run benchmark's request count).
+AREAS = (BATCHES, ELEMENTS, CHUNKS, DOCUMENTS, LEDGER, LISTING, ATTEMPTS, NORMALIZED)
 
 
 def copy_key(source_uri: str) -> str:
