@@ -15,7 +15,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from chunker.cli import base_parser, load_or_exit
+from chunker.cli import ExitCode, base_parser, load_or_exit
 
 
 def read_queries(path: str) -> Iterator[dict[str, str]]:
@@ -51,8 +51,8 @@ def print_hits(question: str, result: object, out: TextIO) -> None:
         print(f"     {body[:240]}{'...' if len(body) > 240 else ''}", file=out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = base_parser("Ask questions of the indexed corpus.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.query") -> int:
+    p = base_parser("Ask questions of the indexed corpus.", prog)
     p.add_argument("question", nargs="?", help="a question (or use --queries)")
     p.add_argument("--queries", help="JSONL file of {qid, question}")
     p.add_argument("-k", type=int, default=5, help="hits per question (1-50)")
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: collection {cfg.milvus.collection!r} at {cfg.milvus.uri} holds no chunks: ingest documents "
                   "first (python -m jobs.ingest --input ...) or point --set milvus.uri= at an existing index",
                   file=sys.stderr)
-            return 4
+            return ExitCode.NOTHING_INDEXED
         for q in queries:
             result = retriever.search(q["question"], k=args.k)
             if args.json:
@@ -83,8 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                 print_hits(q["question"], result, sys.stdout)
     except StoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 3
-    return 0
+        return ExitCode.SETUP
+    return ExitCode.OK
 
 
 if __name__ == "__main__":
