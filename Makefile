@@ -2,6 +2,7 @@
 #   make demo   - venv + install, generate the sample documents, ingest them, ask a question
 #   make test   - venv + install, run the whole test suite, then the engine tier (real vLLM on CPU, own venv)
 # Both install from the locks in requirements/; `make lock` refreshes them, `make test-latest` tries what is newest.
+# On a GPU host, `make gpu-venv` makes .venv-gpu: the gpu extra (vLLM) from requirements/gpu.lock.txt.
 # A CPython 3.11 (the locks hold files for it only): python3.11, else python3 when that is 3.11; `make PY=...` picks another.
 PY ?= $(or $(shell command -v python3.11 2>/dev/null),$(shell python3 -c 'import sys; print(sys.executable if sys.version_info[:2] == (3, 11) else "")' 2>/dev/null))
 # One line and a stop, before anything is made, when there is none.
@@ -73,6 +74,23 @@ $(EBIN)/.installed: pyproject.toml $(ENGINE_LOCK) $(ENGINE_SHIM) $(LOCK_TOOL)
 
 engine-venv: $(EBIN)/.installed
 
+# The gpu extra (vLLM and the CUDA torch it pins) in a venv of its own, from a lock of its own: `make install` and
+# `lock.py sync` only ever touch .venv, so nothing takes vLLM away again. The lock holds the main lock's versions
+# wherever vLLM allows them (lock-gpu). For a GPU host (Linux x86_64, NVIDIA driver R580+, see cluster/Dockerfile);
+# several GB of CUDA wheels.
+GPU_VENV ?= .venv-gpu
+GPU_LOCK := requirements/gpu.lock.txt
+$(GPU_VENV)/bin/.installed: pyproject.toml $(GPU_LOCK) $(LOCK_TOOL)
+	$(PY_CHECK)
+	test -x $(GPU_VENV)/bin/python || $(PY) -m venv $(GPU_VENV)
+	$(GPU_VENV)/bin/pip install -q --no-deps --require-hashes -r $(GPU_LOCK)
+	$(GPU_VENV)/bin/pip install -q --no-deps --no-build-isolation -e .
+	$(PY) $(LOCK_TOOL) sync $(GPU_VENV) $(GPU_LOCK)
+	$(PY) $(LOCK_TOOL) check $(GPU_VENV) $(GPU_LOCK)
+	touch $@
+
+gpu-venv: $(GPU_VENV)/bin/.installed
+
 samples: install
 	$(BIN)/python -m chunker.eval.samples samples
 
@@ -80,16 +98,23 @@ demo: samples
 	$(BIN)/python -m jobs.ingest --config configs/local.yaml --input samples --output output/demo
 	$(BIN)/python -m jobs.query --config configs/local.yaml "How many days do I have to file a warranty claim?"
 
-# Re-resolve both locks from pyproject.toml and tests/engine/requirements.txt (newest versions allowed today); a lock
+# Re-resolve the locks from pyproject.toml and tests/engine/requirements.txt (newest versions allowed today); a lock
 # whose pins did not change is left as it is. Then `make install engine-venv` brings the venvs to the new locks.
-# The two resolves run side by side (each mostly waits on the registry).
+# The main and engine resolves run side by side (each mostly waits on the registry); the GPU lock follows the main one.
 lock:
 	$(MAKE) --no-print-directory -j2 lock-main lock-engine
+	$(MAKE) --no-print-directory lock-gpu
 
 # KEEP=1: add what pyproject.toml newly asks for, keeping every other pin where the lock has it (lock.py --keep).
 lock-main:
 	$(PY_CHECK)
 	$(PY) $(LOCK_TOOL) lock $(MAIN_LOCK) $(if $(KEEP),--keep) -- $(LOCK_BASE) -e ".[test]" $(TORCH_FROM)
+
+# From the main lock's versions (--keep): the GPU venv runs what the tests ran, less the two packages vLLM pins
+# otherwise (its CUDA torch; numpy, which its stack caps below the main lock's).
+lock-gpu:
+	$(PY_CHECK)
+	$(PY) $(LOCK_TOOL) lock $(GPU_LOCK) --keep $(MAIN_LOCK) --free torch --free numpy -- "setuptools>=68" -e ".[gpu]"
 
 lock-engine:
 	$(PY_CHECK)
@@ -116,4 +141,4 @@ test: install engine-venv
 test-engine: engine-venv
 	HF_HUB_OFFLINE=1 $(EBIN)/python -m pytest -q tests/engine $(ENGINE_PYTEST_ARGS)
 
-.PHONY: install engine-venv lock lock-main lock-engine samples demo test test-engine test-latest
+.PHONY: install engine-venv gpu-venv lock lock-main lock-engine lock-gpu samples demo test test-engine test-latest

@@ -1,6 +1,7 @@
 """Lock files for the project's venvs: pip resolves, the lock records what it chose (version and file hash).
 
-    python3 requirements/lock.py lock OUT.lock.txt [--keep] [--exclude NAME[=WHY] ...] -- PIP_REQUIREMENTS...
+    python3 requirements/lock.py lock OUT.lock.txt [--keep [LOCK] [--free NAME ...]] [--exclude NAME[=WHY] ...] \\
+        -- PIP_REQUIREMENTS...
     python3 requirements/lock.py sync VENV LOCK     # remove what the lock does not list (the project stays)
     python3 requirements/lock.py check VENV LOCK    # pip check, less what the lock leaves out on purpose
     python3 requirements/lock.py diff VENV LOCK     # what VENV has that differs from LOCK (make test-latest)
@@ -83,14 +84,17 @@ def cmd_lock(args: argparse.Namespace) -> int:
         name, _, why = spec.partition("=")
         excluded[canonical(name)] = why or "left out on purpose"
     requirements = list(args.requirements)
+    kept = Path(args.keep) if args.keep else None
     with tempfile.TemporaryDirectory(prefix="lock-keep-") as tmp:
-        if args.keep and out.is_file():
-            # Adding a dependency should add it (and what it needs), not move every other pin to today's release:
-            # the old pins go in as constraints, so pip moves one only where a new requirement leaves it no choice.
-            pins, _ = read_lock(out)
-            keep = Path(tmp) / "keep.txt"
-            keep.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items())))
-            requirements += ["-c", str(keep)]
+        if kept is not None and kept.is_file():
+            # Adding a dependency should add it (and what it needs), not move every other pin to today's release;
+            # a lock made beside another (the GPU one beside the main one) should hold the versions tested there.
+            # The kept pins go in as constraints, less the names --free leaves to the resolver.
+            pins, _ = read_lock(kept)
+            free = {canonical(n) for n in args.free}
+            constraints = Path(tmp) / "keep.txt"
+            constraints.write_text("".join(f"{n}=={v}\n" for n, v in sorted(pins.items()) if n not in free))
+            requirements += ["-c", str(constraints)]
         report = resolve(requirements, Path.cwd())
     lines, left_out = lock_lines(report["install"], excluded)
     body = left_out + "\n".join(lines).splitlines()
@@ -102,7 +106,8 @@ def cmd_lock(args: argparse.Namespace) -> int:
         f"# Resolved {dt.date.today().isoformat()} by pip {report.get('pip_version', '?')} for CPython "
         f"{platform.python_version()} on {sys.platform} {platform.machine()} from:",
         f"#   {' '.join(args.requirements)}"
-        + ("  (keeping the previous lock's versions wherever these allow them)" if args.keep else ""),
+        + (f"  (keeping the versions {kept.name} pins{', less ' + ', '.join(args.free) if args.free else ''})"
+           if kept is not None else ""),
         "# Install: pip install --no-deps --require-hashes -r THIS_FILE, then the project with --no-deps.",
         *left_out,
     ]
@@ -169,14 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out")
     p.add_argument("--exclude", action="append", default=[], metavar="NAME[=WHY]",
                    help="leave a resolved package out of the lock (recorded in its header)")
-    p.add_argument("--keep", action="store_true",
-                   help="keep the versions OUT already pins wherever the requirements allow them (add, do not upgrade)")
+    p.add_argument("--keep", nargs="?", const="", default=None, metavar="LOCK",
+                   help="keep the versions LOCK (default: OUT itself) pins: add what is new, upgrade nothing")
+    p.add_argument("--free", action="append", default=[], metavar="NAME",
+                   help="with --keep: a package left to the resolver (one the new requirements pin otherwise)")
     p.add_argument("requirements", nargs="+", help="what pip install would be given (after --)")
     for name in ("sync", "check", "diff"):
         q = sub.add_parser(name)
         q.add_argument("venv")
         q.add_argument("lock")
     args = parser.parse_args(argv)
+    if getattr(args, "keep", None) == "":
+        args.keep = args.out
     return {"lock": cmd_lock, "sync": cmd_sync, "check": cmd_check, "diff": cmd_diff}[args.cmd](args)
 
 
