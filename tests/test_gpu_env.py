@@ -72,3 +72,33 @@ def test_make_and_the_image_install_exactly_the_lock(tmp_path: Path) -> None:
     assert str(tmp_path / "g") not in res.stdout and "gpu.lock" not in res.stdout
     dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
     assert "COPY requirements/gpu.lock.txt" in dockerfile and "--require-hashes -r requirements/gpu.lock.txt" in dockerfile
+
+
+def _hf_download() -> object:
+    """The installed ``hf download`` command (huggingface_hub's CLI, click), to parse command lines with."""
+    import click
+    from huggingface_hub.cli.hf import app
+
+    cmd = app.get_command(click.Context(app), "download")
+    return getattr(cmd, "materialize", lambda: cmd)()  # the CLI loads its commands lazily
+
+
+def test_every_weights_download_is_an_hf_download_the_installed_cli_accepts() -> None:
+    from chunker.backends.base import BackendUnavailable
+    from chunker.backends.weights import resolve_model_dir
+    from chunker.config import ModelConfig
+
+    try:
+        resolve_model_dir(ModelConfig(name="Org/Never-Cached-xyz"))
+    except BackendUnavailable as exc:
+        message = str(exc)
+    texts = {"weights.py's error": message, "weights manifest": (REPO / "cluster/kuberay/weights-pvc.yaml").read_text()}
+    texts |= {p.name: p.read_text() for p in sorted((REPO / "configs").glob("qwen2.5-vl-*.yaml"))}
+    download = _hf_download()
+    for where, text in texts.items():
+        assert "huggingface-cli" not in text, where  # gone from the locked huggingface_hub
+        commands = re.findall(r"hf download (\S+) --local-dir ([^\s),]+)", text)
+        assert commands, f"{where} names no hf download command"
+        for repo, folder in commands:
+            ctx = download.make_context("hf download", [repo, "--local-dir", folder])  # raises on a bad option
+            assert ctx.params["repo_id"] == repo and ctx.params["local_dir"] == folder
