@@ -141,3 +141,28 @@ def test_the_project_has_no_import_cycle():
         assert any(m.split(".")[0] == package for m in graph), f"the walk found {package}/'s modules"
     assert len(graph) > 100
     assert cycles(graph) == [], "import cycles (break them: the lower layer must not import the higher)"
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a file (lazy ones included)."""
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_layers_import_downwards_only():
+    # ARCHITECTURE.md: chunker/ is the library and imports no Ray (nor jobs/ or serving/); serving/ never imports
+    # jobs/; the framework retrievers' packages are optional, so only their own adapter modules may import them.
+    optional = {"langchain_core": "chunker/client/langchain.py", "llama_index": "chunker/client/llamaindex.py"}
+    for path in sorted((ROOT / "chunker").rglob("*.py")):
+        roots = _imported_roots(path)
+        rel = path.relative_to(ROOT).as_posix()
+        assert not roots & {"ray", "jobs", "serving"}, f"{rel} imports {roots & {'ray', 'jobs', 'serving'}}"
+        for package, home in optional.items():
+            assert package not in roots or rel == home, f"{rel} imports the optional {package}"
+    for path in sorted((ROOT / "serving").rglob("*.py")):
+        assert "jobs" not in _imported_roots(path), path
