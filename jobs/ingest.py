@@ -40,7 +40,7 @@ from chunker.cli import ExitCode, base_parser, ingest_exit_code, load_or_exit
 from chunker.run.cluster import ClusterFitError, Fit
 from jobs.common import (conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, request_bundles,
                          setup_logging)
-from jobs.progress import Progress
+from jobs.progress import ConvertedPages, Progress, run_key
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
 
 log = logging.getLogger("jobs.ingest")
@@ -224,7 +224,8 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
     try:
-        with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None) as progress:
+        with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None,
+                      converted=ConvertedPages(run_key(out_uri, h))) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
                             cfg.milvus.commit_interval_s, progress, timing,
                             max_pending_rows=cfg.milvus.commit_max_pending_rows,
