@@ -16,22 +16,27 @@ from pathlib import Path
 from typing import TextIO
 
 from chunker.cli import ExitCode, base_parser, load_or_exit
+from chunker.errors import ChunkerError
+
+
+class QueriesFileError(ChunkerError, ValueError):
+    """A --queries file that cannot be read as questions; the message names the file and the line."""
 
 
 def read_queries(path: str) -> Iterator[dict[str, str]]:
     """JSONL lines with ``question`` (and optional ``qid``); a bad line is an error naming the line."""
     p = Path(path)
     if not p.is_file():
-        raise SystemExit(f"error: queries file not found: {path}")
+        raise QueriesFileError(f"queries file not found: {path}")
     for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"error: {path} line {n}: not valid JSON ({exc.msg})") from None
+            raise QueriesFileError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
         if not isinstance(obj, dict) or not str(obj.get("question", "")).strip():
-            raise SystemExit(f"error: {path} line {n}: needs a non-empty 'question'")
+            raise QueriesFileError(f"{path} line {n}: needs a non-empty 'question'")
         yield {"qid": str(obj.get("qid", n)), "question": str(obj["question"])}
 
 
@@ -66,7 +71,11 @@ def main(argv: list[str] | None = None, prog: str = "python -m jobs.query") -> i
     from chunker.index.retrieval import Retriever
     from chunker.index.store import StoreUnavailable
 
-    queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
+    try:
+        queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
+    except QueriesFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         retriever = Retriever(cfg)
         if retriever.store.count() == 0:
