@@ -1,4 +1,4 @@
-"""README.md as a user reads it: the first ingest command on the first screen, no dated run logs, every link there,
+"""README.md as a user reads it (and QUALITY.md and BENCHMARKS.md, which open with where things stand): the first ingest command on the first screen, no dated run logs, every link there,
 and every command in it accepted by the program it names, parsed with that program's own parser (nothing is run):
 make targets by `make -n`, the jobs by their argparse parsers with the config they would load, `curl` against the
 endpoint's routes and request model, `hf download` and `milvus-lite server` by their CLIs; and every Python snippet
@@ -91,7 +91,10 @@ def parse_only(monkeypatch: pytest.MonkeyPatch, main: Any, argv: list[str], **kw
 
 
 def _module_main(module: str) -> Any:
-    return importlib.import_module(module).main
+    mod = importlib.import_module(module)
+    if hasattr(mod, "__path__"):  # `python -m package` runs its __main__
+        mod = importlib.import_module(f"{module}.__main__")
+    return mod.main
 
 
 def check_job(monkeypatch: pytest.MonkeyPatch, module: str, argv: list[str], prog: str) -> None:
@@ -190,3 +193,25 @@ def test_python_snippets_compile_and_import_what_exists(line: int, code: str) ->
             module = importlib.import_module(node.module or "")
             for alias in node.names:
                 assert hasattr(module, alias.name), f"{node.module}.{alias.name}"
+
+
+@pytest.mark.parametrize("name", ["QUALITY.md", "BENCHMARKS.md"])
+def test_quality_and_benchmarks_open_with_where_things_stand_and_their_commands_parse(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = REPO / name
+    text = path.read_text(encoding="utf-8")
+    assert path.stat().st_size < 40_000, f"{name} is {path.stat().st_size} bytes: condense its history"
+    lines = text.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("## "))
+    assert lines[first] == "## Where things stand", lines[first]
+    table = [ln for ln in lines[first:first + 25] if ln.startswith("| ")]
+    assert len(table) >= 4 and "command" in table[0], "a table of where things stand, with the command of each row"
+    assert "## History" in lines, "a History section new work appends to"
+    # The commands: bash blocks, and the table's command column.
+    found = [w for _, w in commands(text)]
+    for row in table[2:]:
+        found += [shlex.split(c) for c in re.findall(r"`([^`]*python -m [^`]*)`", row.rsplit("|", 2)[-2])]
+    assert found
+    for words in found:
+        if words[:2] == ["python", "-m"]:
+            check_job(monkeypatch, words[2], words[3:], f"python -m {words[2]}")
