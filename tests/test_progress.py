@@ -4,7 +4,6 @@ conversion, published by each conversion actor, summed by the driver), chunks as
 from __future__ import annotations
 
 import asyncio
-import os
 from pathlib import Path
 
 import numpy as np
@@ -96,18 +95,8 @@ def test_chunks_count_when_a_commit_lands_not_when_the_document_closes(tmp_path:
         store.close()
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
-
-
 @pytest.mark.ray
-def test_actors_publish_pages_and_the_driver_line_shows_them_at_once(ray_runtime) -> None:
+def test_actors_publish_pages_and_the_driver_line_shows_them_at_once(ray_local) -> None:
     import ray
 
     run = run_key("/runs/r1", "cfghash")
