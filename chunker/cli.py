@@ -10,6 +10,7 @@ import argparse
 import math
 import os
 import sys
+from enum import IntEnum
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +19,63 @@ from chunker.config import Config, ConfigError, load_config
 DEFAULT_CONFIG = "configs/local.yaml"
 
 
-def base_parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+class ExitCode(IntEnum):
+    """What every command's exit status means (README, "Exit codes"): scripts and schedulers branch on it."""
+
+    OK = 0
+    DEFECT = 1  # an unexpected error, with its traceback (Python's own status for an uncaught exception)
+    USAGE = 2  # bad arguments, config or input (argparse's own status for a bad argument)
+    SETUP = 3  # the run cannot start or go on: model weights, store, cluster, output bucket
+    NOTHING_INDEXED = 4  # ingest: not one document succeeded; query: the collection holds no chunks
+
+
+class JobParser(argparse.ArgumentParser):
+    """A job's parser: ``--print-config`` prints the effective config (the file, ``--set`` overrides and every default)
+    and exits, whatever else the command requires (``--input``, a question), so a user can check a config before a run."""
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:  # noqa: ANN401 - argparse's signature
+        argv = list(sys.argv[1:] if args is None else args)
+        if "--print-config" in argv and not {"-h", "--help"} & set(argv):
+            known, _ = _config_options(self.prog).parse_known_args(argv)
+            print(config_yaml(load_or_exit(known)), end="")
+            raise SystemExit(ExitCode.OK)
+        return super().parse_known_args(argv, namespace)
+
+
+def _config_options(prog: str) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog=prog, add_help=False)
+    p.add_argument("--config", default=DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None)
+    p.add_argument("--set", dest="overrides", action="append", default=[])
+    return p
+
+
+def config_yaml(cfg: Config) -> str:
+    """The config as YAML, every field written out; secrets (``SECRET_FIELDS``) masked, as in a run summary."""
+    import yaml
+
+    from chunker.config import SECRET_FIELDS
+
+    data = cfg.model_dump(mode="json")
+    for path in SECRET_FIELDS:
+        *parents, leaf = path.split(".")
+        node = data
+        for key in parents:
+            node = node[key]
+        if node.get(leaf) is not None:
+            node[leaf] = "***"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
+
+
+def base_parser(description: str, prog: str | None = None) -> argparse.ArgumentParser:
+    """``prog`` is the command as the user typed it (``python -m jobs.ingest``, ``vision-chunker ingest``): argparse
+    would otherwise name the file (``ingest.py``), which is not a command anyone can run."""
+    p = JobParser(prog=prog, description=description)
     p.add_argument("--config", default=DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None,
                    help="YAML config (default: configs/local.yaml)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override any config field, e.g. --set milvus.uri=/tmp/x.db (repeatable)")
+    p.add_argument("--print-config", action="store_true",
+                   help="print the effective config (the file, the --set overrides, every default) as YAML and exit")
     return p
 
 
@@ -32,7 +84,16 @@ def load_or_exit(args: argparse.Namespace) -> Config:
         return load_config(args.config, args.overrides)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(ExitCode.USAGE) from None
+
+
+def ingest_exit_code(documents: int, ok: int, partial: int, skipped: int) -> ExitCode:
+    """An ingest that saw documents and indexed none (nor found any done before) failed as a whole, however it went
+    on document by document: a scheduler must not take it for a success. One good document makes the run a success;
+    the summary lists the ones that failed."""
+    if documents and not (ok or partial or skipped):
+        return ExitCode.NOTHING_INDEXED
+    return ExitCode.OK
 
 
 def ray_address(cfg: Config) -> str | None:

@@ -32,9 +32,35 @@ from jobs.bench.experiments import SIZES, TARGETS, _sim_factory, experiments, st
 from jobs.bench.gpu_estimate import gpu_estimate, time_scale_for
 from jobs.bench.report import markdown, plots
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m jobs.benchmark", description=__doc__.split("\n")[0])
-    p.add_argument("command", nargs="?", default="report", choices=["report", "stages"])
+# The simulated engine's sequences without --config: what BENCHMARKS.md's simulated figures were measured with (the
+# 7B config for a 48 GB card; it ships 64 for 80 GB cards).
+SIMULATED_MAX_NUM_SEQS = 32
+
+# Subcommands with options of their own, each run by its module's main(); the default ("report") and "stages" share
+# the options below. Named here once, so --help lists every one and the dispatch cannot miss one.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("jobs.bench.serve", "query endpoint load, through Serve's proxy and straight to the replica"),
+    "serve-floor": ("jobs.bench.serve_floor", "what any Ray Serve app costs per request on this machine"),
+    "lite-floor": ("jobs.bench.lite_floor", "what one Milvus Lite search costs before it searches (--db DIR)"),
+    "cpu-compare": ("jobs.bench.cpu_compare", "CPU per page of each CPU stage, an earlier commit (--before REV) "
+                    "against this checkout"),
+    "dryrun": ("jobs.bench.dryrun", "driver, ledger, plan stage and Milvus load ceilings (instant stand-in stages)"),
+}
+OWN_COMMANDS = {"report": "simulated engines: the pipeline's own overhead, scaling, long documents, CPU per stage "
+                          "(the default)",
+                "stages": "CPU stages, embedding, ours against a naive pipeline end to end"}
+
+
+def _commands_help() -> str:
+    rows = {**OWN_COMMANDS, **{name: what for name, (_, what) in SUBCOMMANDS.items()}}
+    return "commands (each has its own --help):\n" + "\n".join(f"  {n:12s} {w}" for n, w in rows.items())
+
+
+def parse_args(argv: list[str], prog: str = "python -m jobs.benchmark") -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0], epilog=_commands_help(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("command", nargs="?", default="report", choices=[*OWN_COMMANDS, *SUBCOMMANDS],
+                   help="what to measure (default: report; see the list below)")
     p.add_argument("--config", default=None, help="YAML config (a vllm config selects real mode)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--backend", default=None, choices=["simulated", "vllm"], help="engine kind (default: simulated)")
@@ -59,29 +85,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.benchmark") -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv and argv[0] == "dryrun":
-        from jobs.bench import dryrun
+    if argv and argv[0] in SUBCOMMANDS:
+        import importlib
 
-        return dryrun.main(argv[1:])
-    if argv and argv[0] == "serve-floor":
-        from jobs.bench import serve_floor
-
-        return serve_floor.main(argv[1:])
-    if argv and argv[0] == "lite-floor":
-        from jobs.bench import lite_floor
-
-        return lite_floor.main(argv[1:])
-    if argv and argv[0] == "cpu-compare":
-        from jobs.bench import cpu_compare
-
-        return cpu_compare.main(argv[1:])
-    if argv and argv[0] == "serve":
-        from jobs.bench import serve as serve_bench
-
-        return serve_bench.main(argv[1:])
-    args = parse_args(argv)
+        return int(importlib.import_module(SUBCOMMANDS[argv[0]][0]).main(argv[1:]) or 0)
+    args = parse_args(argv, prog)
     try:
         cfg = load_config(args.config, args.overrides)
     except ConfigError as exc:
@@ -92,10 +102,10 @@ def main(argv: list[str] | None = None) -> int:
     size = SIZES[size_name]
     out = Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    # The simulated engine stands for Qwen2.5-VL-7B on one H100: without a config, use that config's batch size (32),
-    # not ModelConfig's generic default.
+    # The simulated engine stands for Qwen2.5-VL-7B on one H100. Without a config it runs SIMULATED_MAX_NUM_SEQS
+    # sequences, not ModelConfig's generic default; --config configs/qwen2.5-vl-7b.yaml runs the shipped 64.
     spec = EngineSpec.for_model(cfg.converter.model, args.gpu,
-                                max_num_seqs=cfg.converter.model.max_num_seqs if args.config else 32)
+                                max_num_seqs=cfg.converter.model.max_num_seqs if args.config else SIMULATED_MAX_NUM_SEQS)
     if args.calibration:  # measured on a GPU: replaces the cost model
         spec = EngineSpec.from_calibration(args.calibration)
     concurrency = args.concurrency or spec.max_num_seqs

@@ -12,6 +12,7 @@ from chunker.cli import ray_address, ray_init_options
 from chunker.config import Config
 from chunker.run.cluster import (ClusterFitError, Fit, NodeType, fit_cluster, multi_node_problems,
                                  potential_nodes)
+from jobs.stderr_filter import RAY_CONSTRUCTOR_ARGS, drop_stderr_lines
 
 log = logging.getLogger("jobs")
 
@@ -26,6 +27,7 @@ def init_ray(cfg: Config, verbose: bool = True) -> None:
         ray.init(**ray_init_options(cfg, verbose))
     if not verbose:
         quiet_ray_data()
+        drop_stderr_lines(RAY_CONSTRUCTOR_ARGS)  # after ray.init: the processes it starts never hold the filter's pipe
 
 
 def quiet_ray_data() -> None:

@@ -139,8 +139,8 @@ def markdown_report(rows: list[dict[str, Any]], by_type: dict[str, Any], command
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = base_parser("Score retrieval over a corpus against baselines.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.evaluate") -> int:
+    p = base_parser("Score retrieval over a corpus against baselines.", prog)
     p.add_argument("--corpus", required=True, help="folder (or glob/manifest) of the documents")
     p.add_argument("--queries", required=True, help="JSONL {qid, type, question, evidence: [{doc, text}]}")
     p.add_argument("--reference", help="reference chunk JSONL (one document a line with its chunks)")
@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                 rows.append(_row(name, mode, chunks, aggregate(scores)))
                 all_scores[f"{name}/{mode}"] = dump
             bstore.close()
-    command = "python -m jobs.evaluate " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = f"{prog} " + " ".join(sys.argv[1:] if argv is None else argv)
     report = markdown_report(rows, by_type, command)
     # Our chunks' health beside the scores: a regression in extraction or planning shows here too.
     from chunker.plan.health import format_health

@@ -36,11 +36,11 @@ from chunker.run.listing import Shard
 from chunker.run.rows import SegmentRow
 from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
-from chunker.cli import base_parser, load_or_exit
+from chunker.cli import ExitCode, base_parser, ingest_exit_code, load_or_exit
 from chunker.run.cluster import ClusterFitError, Fit
 from jobs.common import (conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, request_bundles,
                          setup_logging)
-from jobs.progress import Progress
+from jobs.progress import ConvertedPages, Progress, run_key
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
 
 log = logging.getLogger("jobs.ingest")
@@ -225,7 +225,8 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     ledger = Ledger(out_uri, h, target)
     commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
     try:
-        with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None) as progress:
+        with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None,
+                      converted=ConvertedPages(run_key(out_uri, h))) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
                             cfg.milvus.commit_interval_s, progress, timing,
                             max_pending_rows=cfg.milvus.commit_max_pending_rows,
@@ -318,8 +319,8 @@ def print_summary(s: RunSummary) -> None:
         print(f"  ... {s.problems_total - len(s.problems)} more in {s.output}/documents/")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = base_parser("Ingest PDFs into Milvus through the Ray Data pipeline.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.ingest") -> int:
+    p = base_parser("Ingest PDFs into Milvus through the Ray Data pipeline.", prog)
     p.add_argument("--input", required=True,
                    help="a directory, glob, single file, manifest (.txt/.jsonl) or s3:// / gs:// / file:// URI")
     p.add_argument("--output", default=None, help="run output folder or URI (default: output.dir from the config)")
@@ -346,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {setup}", file=sys.stderr)
         return 3
     print_summary(summary)
-    return 0
+    code = ingest_exit_code(summary.documents, summary.ok, summary.partial, summary.skipped)
+    if code != ExitCode.OK:
+        print(f"error: none of the {summary.documents} documents was indexed (see the reasons above)", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

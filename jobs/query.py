@@ -15,23 +15,28 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from chunker.cli import base_parser, load_or_exit
+from chunker.cli import ExitCode, base_parser, load_or_exit
+from chunker.errors import ChunkerError
+
+
+class QueriesFileError(ChunkerError, ValueError):
+    """A --queries file that cannot be read as questions; the message names the file and the line."""
 
 
 def read_queries(path: str) -> Iterator[dict[str, str]]:
     """JSONL lines with ``question`` (and optional ``qid``); a bad line is an error naming the line."""
     p = Path(path)
     if not p.is_file():
-        raise SystemExit(f"error: queries file not found: {path}")
+        raise QueriesFileError(f"queries file not found: {path}")
     for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip():
             continue
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise SystemExit(f"error: {path} line {n}: not valid JSON ({exc.msg})") from None
+            raise QueriesFileError(f"{path} line {n}: not valid JSON ({exc.msg})") from None
         if not isinstance(obj, dict) or not str(obj.get("question", "")).strip():
-            raise SystemExit(f"error: {path} line {n}: needs a non-empty 'question'")
+            raise QueriesFileError(f"{path} line {n}: needs a non-empty 'question'")
         yield {"qid": str(obj.get("qid", n)), "question": str(obj["question"])}
 
 
@@ -51,8 +56,8 @@ def print_hits(question: str, result: object, out: TextIO) -> None:
         print(f"     {body[:240]}{'...' if len(body) > 240 else ''}", file=out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = base_parser("Ask questions of the indexed corpus.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.query") -> int:
+    p = base_parser("Ask questions of the indexed corpus.", prog)
     p.add_argument("question", nargs="?", help="a question (or use --queries)")
     p.add_argument("--queries", help="JSONL file of {qid, question}")
     p.add_argument("-k", type=int, default=5, help="hits per question (1-50)")
@@ -66,14 +71,18 @@ def main(argv: list[str] | None = None) -> int:
     from chunker.index.retrieval import Retriever
     from chunker.index.store import StoreUnavailable
 
-    queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
+    try:
+        queries = list(read_queries(args.queries)) if args.queries else [{"qid": "q", "question": args.question}]
+    except QueriesFileError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
     try:
         retriever = Retriever(cfg)
         if retriever.store.count() == 0:
             print(f"error: collection {cfg.milvus.collection!r} at {cfg.milvus.uri} holds no chunks: ingest documents "
                   "first (python -m jobs.ingest --input ...) or point --set milvus.uri= at an existing index",
                   file=sys.stderr)
-            return 4
+            return ExitCode.NOTHING_INDEXED
         for q in queries:
             result = retriever.search(q["question"], k=args.k)
             if args.json:
@@ -83,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                 print_hits(q["question"], result, sys.stdout)
     except StoreUnavailable as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 3
-    return 0
+        return ExitCode.SETUP
+    return ExitCode.OK
 
 
 if __name__ == "__main__":

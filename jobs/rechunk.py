@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from chunker.cli import base_parser, load_or_exit
+from chunker.cli import ExitCode, base_parser, load_or_exit
 from chunker.config import Config, config_hash
 from chunker.errors import SetupError
 from chunker.plan import Planner, make_planner
@@ -236,8 +236,8 @@ def print_summary(s: RechunkSummary) -> None:
         print(f"  {p['status']:8s} {p['source']}: {p['reason']}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = base_parser("Re-plan, re-embed and reload the chunks of a finished run; no conversion is re-run.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.rechunk") -> int:
+    p = base_parser("Re-plan, re-embed and reload the chunks of a finished run; no conversion is re-run.", prog)
     p.add_argument("--from", dest="source_run", required=True, help="the run output folder to re-chunk")
     p.add_argument("--output", default=None, help="output folder (default: <from>-rechunk-<config hash>)")
     args = p.parse_args(argv)
@@ -247,7 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         summary = run_rechunk(cfg, args.source_run, args.output)
     except SetupError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        # A --from that holds nothing to re-chunk is bad input; a store or model that fails is setup.
+        return ExitCode.USAGE if isinstance(exc, RechunkError) else ExitCode.SETUP
     print_summary(summary)
     print(format_report(read_report(RunStore(summary.output))))
     return 0

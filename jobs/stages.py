@@ -38,6 +38,7 @@ from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
 from chunker.run.segment import convert_segment, guarded, plan_segment, problem_of, row_guard
 from chunker.schemas import CHUNK, CONVERTED_BATCH, ELEMENT, to_table
 from chunker.types import DocumentRecord, Problem, Stage, Status
+from jobs.progress import PageTally, run_key
 
 Batch = dict[str, Any]
 log = logging.getLogger("jobs.stages")
@@ -123,6 +124,7 @@ class ConvertStage:
         self.timeout_s = cfg.ray.document_timeout_s
         self.cache = fetch_cache(cfg, out_uri)
         self.gate = SoloGate()
+        self.tally = PageTally(run_key(out_uri, cfg_hash))  # pages for the progress line, as each batch is done
         # This actor's start markers in flight, and whether each is converting on the engine right now: what a
         # death is charged to (chunker.run.attempts).
         self.starts: dict[str, bool] = {}
@@ -246,9 +248,10 @@ class ConvertStage:
             self.starts[marker] = True  # on the engine: a death now is charged to this segment
             try:
                 batches = await convert_segment(self.converter, job, self.cfg, source_path=local,
-                                                timeout_s=self.timeout_s)
+                                                timeout_s=self.timeout_s, on_batch=self.tally)
             finally:
                 self.starts[marker] = False
+                self.tally.flush()
         if isinstance(batches, Problem):
             row.fail(batches)
             return

@@ -393,13 +393,13 @@ def serve_host(cfg: Config) -> str:
     return "0.0.0.0" if ray_address(cfg) else "127.0.0.1"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "python -m serving.app") -> None:
     """Start Ray (or join RAY_ADDRESS) and serve on serve.host:serve.port until interrupted."""
     import ray
 
     from chunker.cli import base_parser, ray_init_options
 
-    ns = base_parser("Serve the query API until interrupted.").parse_args(argv)
+    ns = base_parser("Serve the query API until interrupted.", prog).parse_args(argv)
     args: dict[str, Any] = {"config": ns.config, "set": ns.overrides}
     try:
         cfg = config_from_args(args)

@@ -33,6 +33,20 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def ray_local():
+    """A local Ray runtime for the tests of one module (ray.init ~5 s): 4 logical CPUs on any machine, no dashboard,
+    the workers' output kept off the test's terminal; shut down when the module is done."""
+    import os
+
+    import ray
+
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
 @pytest.fixture(scope="session")
 def s3_server():
     """A real S3 protocol server (moto) on a free loopback port for the whole session; see tests/s3_server.py."""

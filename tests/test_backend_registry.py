@@ -125,7 +125,7 @@ def test_model_dir_resolution_order(tmp_path):
     assert resolve_model_dir(ModelConfig(path=str(tmp_path))) == str(tmp_path)
     assert resolve_model_dir(ModelConfig(name=str(tmp_path))) == str(tmp_path)
     assert resolve_model_dir(ModelConfig(name="Org/Never-Cached-xyz", allow_download=True)) == "Org/Never-Cached-xyz"
-    with pytest.raises(BackendUnavailable, match="huggingface-cli download Org/Never-Cached-xyz"):
+    with pytest.raises(BackendUnavailable, match="hf download Org/Never-Cached-xyz --local-dir DIR"):
         resolve_model_dir(ModelConfig(name="Org/Never-Cached-xyz"))
     (tmp_path / "empty").mkdir()
     with pytest.raises(BackendUnavailable, match="no config.json"):

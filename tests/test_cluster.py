@@ -27,7 +27,8 @@ def test_cluster_files_parse():
                          "cluster/kuberay/rayjob.yaml"}
     onprem = docs["cluster/onprem.yaml"][0]
     assert onprem["provider"]["type"] == "local" and onprem["provider"]["worker_ips"]
-    assert any("[gpu]" in c for c in onprem["setup_commands"])
+    assert any("--require-hashes -r /opt/vision-chunker/requirements/gpu.lock.txt" in c
+               for c in onprem["setup_commands"])
     assert "--port=6390" in onprem["head_start_ray_commands"][-1]
     rc = docs["cluster/kuberay/raycluster.yaml"][0]
     assert rc["kind"] == "RayCluster"
@@ -39,7 +40,7 @@ def test_cluster_files_parse():
     yaml.safe_load(job["spec"]["runtimeEnvYAML"])
     assert "env_vars" in docs["cluster/runtime_env.yaml"][0]
     dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
-    assert "python3.11" in dockerfile and '".[gpu]"' in dockerfile
+    assert "python3.11" in dockerfile and "--require-hashes -r requirements/gpu.lock.txt" in dockerfile
 
 
 def test_cluster_path_problems_name_each_local_path():

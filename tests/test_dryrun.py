@@ -56,6 +56,10 @@ def test_requests_are_counted_by_run_area() -> None:
     assert area_of("runs/r1/chunks/doc-00000.parquet") == "chunks"
     assert area_of("runs/r1/attempts/doc-00000/") == "attempts"  # a listing's prefix
     assert area_of("runs/r1/summary.json") == "run" and area_of("") == "bucket"
+    # Every folder the run layout writes is an area of its own (an area added there is counted here too).
+    from chunker.run.layout import AREAS
+
+    assert len(AREAS) >= 8 and all(area_of(f"runs/r1/{a}/x") == a for a in AREAS)
 
 
 def _raw(pages: int = 1000, docs: int = 100, chunks: int = 3000, window_pages: int = 900, wall: float = 10.0,

@@ -92,7 +92,10 @@ def test_the_gpu_stack_pins_agree():
     [gpu] = project["optional-dependencies"]["gpu"]
     version = re.fullmatch(r"vllm==([\d.]+)", gpu).group(1)
     dockerfile = (REPO / "cluster" / "Dockerfile").read_text()
-    assert f'"vllm=={version}"' in dockerfile, "the image pins the same vLLM as the gpu extra"
+    lock = (REPO / "requirements" / "gpu.lock.txt").read_text()
+    assert re.search(rf"^vllm=={re.escape(version)} ", lock, re.M), "the GPU lock holds the gpu extra's vLLM"
+    assert "--require-hashes -r requirements/gpu.lock.txt" in dockerfile
+    assert not re.search(r"pip install[^\n]*(vllm|\[gpu\])", dockerfile), "the image takes vLLM from the lock only"
     # vLLM 0.33 -> torch 2.14 -> CUDA 13.0 wheels: the base image must be CUDA 13 (its driver check), not 12.x.
     assert re.search(r"^FROM nvidia/cuda:13\.0\.\d+-base-ubuntu24\.04$", dockerfile, re.M)
     assert "R580" in dockerfile

@@ -1,4 +1,5 @@
-"""No import cycle inside ``chunker/``: a static check of the import graph, every import counted.
+"""No import cycle in the project (``chunker/``, ``jobs/``, ``serving/``, as one graph: a cycle may cross them): a
+static check of the import graph, every import counted.
 
 Lazy imports inside functions and imports under ``TYPE_CHECKING`` count too: a cycle that only a lazy import keeps
 from failing today fails the day someone moves that import to the top, and it already tangles the layers.
@@ -9,13 +10,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = "chunker"
+PACKAGES = ("chunker", "jobs", "serving")
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def _modules(root: Path, package: str) -> dict[str, Path]:
+def _modules(root: Path, packages: tuple[str, ...]) -> dict[str, Path]:
     out = {}
-    for path in sorted((root / package).rglob("*.py")):
+    for path in sorted(p for package in packages for p in (root / package).rglob("*.py")):
         parts = list(path.relative_to(root).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts.pop()
@@ -49,8 +50,8 @@ def _targets(node: ast.Import | ast.ImportFrom, module: str, is_package: bool, k
     return found
 
 
-def import_graph(root: Path, package: str) -> dict[str, set[str]]:
-    known = _modules(root, package)
+def import_graph(root: Path, *packages: str) -> dict[str, set[str]]:
+    known = _modules(root, packages)
     graph: dict[str, set[str]] = {}
     for module, path in known.items():
         tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
@@ -123,7 +124,45 @@ def test_the_graph_sees_lazy_relative_and_type_checking_imports(tmp_path):
     assert cycles(graph) == [["pkg.c", "pkg.sub.b"]]
 
 
-def test_chunker_has_no_import_cycle():
-    graph = import_graph(ROOT, PACKAGE)
-    assert len(graph) > 50, "the walk found the package's modules"
-    assert cycles(graph) == [], "import cycles in chunker/ (break them: the lower layer must not import the higher)"
+def test_the_graph_spans_packages(tmp_path):
+    # A cycle through two packages is a cycle too: jobs -> chunker -> jobs would tangle the layers as much.
+    for pkg in ("lib", "app"):
+        (tmp_path / pkg).mkdir()
+        (tmp_path / pkg / "__init__.py").write_text("")
+    (tmp_path / "lib" / "core.py").write_text("from app.main import run\n")
+    (tmp_path / "app" / "main.py").write_text("from lib.core import x\n")
+    assert cycles(import_graph(tmp_path, "lib", "app")) == [["app.main", "lib.core"]]
+    assert cycles(import_graph(tmp_path, "lib")) == []  # one package alone cannot see it
+
+
+def test_the_project_has_no_import_cycle():
+    graph = import_graph(ROOT, *PACKAGES)
+    for package in PACKAGES:
+        assert any(m.split(".")[0] == package for m in graph), f"the walk found {package}/'s modules"
+    assert len(graph) > 100
+    assert cycles(graph) == [], "import cycles (break them: the lower layer must not import the higher)"
+
+
+def _imported_roots(path: Path) -> set[str]:
+    """Top-level names of every absolute import in a file (lazy ones included)."""
+    roots: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_the_layers_import_downwards_only():
+    # ARCHITECTURE.md: chunker/ is the library and imports no Ray (nor jobs/ or serving/); serving/ never imports
+    # jobs/; the framework retrievers' packages are optional, so only their own adapter modules may import them.
+    optional = {"langchain_core": "chunker/client/langchain.py", "llama_index": "chunker/client/llamaindex.py"}
+    for path in sorted((ROOT / "chunker").rglob("*.py")):
+        roots = _imported_roots(path)
+        rel = path.relative_to(ROOT).as_posix()
+        assert not roots & {"ray", "jobs", "serving"}, f"{rel} imports {roots & {'ray', 'jobs', 'serving'}}"
+        for package, home in optional.items():
+            assert package not in roots or rel == home, f"{rel} imports the optional {package}"
+    for path in sorted((ROOT / "serving").rglob("*.py")):
+        assert "jobs" not in _imported_roots(path), path

@@ -50,6 +50,6 @@ def resolve_model_dir(cfg: ModelConfig) -> str:
         return cfg.name
     raise BackendUnavailable(
         f"model {cfg.name!r} is not available locally (no converter.model.path, not a directory, not in the "
-        f"Hugging Face cache) and downloads are off. Fetch it first (huggingface-cli download {cfg.name}) and set "
-        f"converter.model.path, or set converter.model.allow_download=true"
+        f"Hugging Face cache) and downloads are off. Fetch it first (hf download {cfg.name} --local-dir DIR, "
+        f"huggingface_hub's command) and set converter.model.path=DIR, or set converter.model.allow_download=true"
     )

@@ -7,9 +7,27 @@ keep many documents' chains in flight; CPU-bound converters run their work in a 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Protocol
 
 from chunker.types import ConvertedBatch, SegmentJob
+
+# Who hears of each batch the moment it is converted (the run's progress line counts pages as they come, not when a
+# 64-page segment is done). Set per segment by chunker.run.segment.convert_segment. A context variable rather than a
+# parameter of convert(): the interface stays pages + context in, batches out, and asyncio.to_thread hands it to the
+# thread a CPU-bound converter works in.
+ON_BATCH: ContextVar[Callable[[ConvertedBatch], None] | None] = ContextVar("on_batch", default=None)
+
+
+def batch_done(batch: ConvertedBatch) -> None:
+    """Tell whoever listens (:data:`ON_BATCH`) that ``batch`` is converted; a listener's failure is not the batch's."""
+    listener = ON_BATCH.get()
+    if listener is not None:
+        try:
+            listener(batch)
+        except Exception:  # noqa: BLE001, S110 - progress is a convenience, never a reason to lose a conversion
+            pass
 
 
 class PageImages(Protocol):

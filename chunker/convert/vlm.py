@@ -30,7 +30,7 @@ from typing import Protocol
 from chunker.backends.base import BackendUnavailable, EngineDead, GenerationResult, ModelBackend
 from chunker.backends.errors import BackendRequestError
 from chunker.config import ConverterConfig
-from chunker.convert.base import PageImages
+from chunker.convert.base import PageImages, batch_done
 from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown
 from chunker.convert.trailer import check_output, split_trailer
 from chunker.contract import PAGE_MARKER, page_marker, parse_markdown
@@ -135,6 +135,7 @@ class VlmConverter:
                 pending = render(bi + 1) if bi + 1 < len(ranges) else None
                 batch, ctx = await self._batch(job, bi, a, b, ctx, images, rendered)
                 out.append(batch)
+                batch_done(batch)
         finally:
             if pending is not None and not pending.done():
                 pending.cancel()

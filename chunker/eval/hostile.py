@@ -14,9 +14,9 @@ is exact); encrypted ones by fpdf2.
 
 from __future__ import annotations
 
+import argparse
 import os
 import random
-import sys
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -364,14 +364,17 @@ def generate(out: Path, seed: int = 0, controls: int = 20) -> list[Hostile]:
     return made
 
 
-def main(argv: list[str]) -> int:
-    if not argv:
-        print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
-        return 2
-    made = generate(Path(argv[0]), int(argv[1]) if len(argv) > 1 else 0)
-    print(f"{len(made)} files in {argv[0]} ({sum(h.control for h in made)} that must end ok and indexed)")
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m chunker.eval.hostile",
+                                description="Write the hostile robustness files and the control documents into OUT_DIR.")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="folder to write the files into (made if missing)")
+    p.add_argument("seed", metavar="SEED", nargs="?", type=int, default=0,
+                   help="the files are a pure function of the seed (default 0)")
+    args = p.parse_args(argv)
+    made = generate(Path(args.out_dir), args.seed)
+    print(f"{len(made)} files in {args.out_dir} ({sum(h.control for h in made)} that must end ok and indexed)")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main())

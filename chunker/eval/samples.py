@@ -9,7 +9,7 @@ README demo query look for in them.
 
 from __future__ import annotations
 
-import sys
+import argparse
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -323,11 +323,11 @@ def generate_samples(out_dir: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        print("usage: python -m chunker.eval.samples OUT_DIR", file=sys.stderr)
-        return 2
-    for path in generate_samples(Path(args[0])):
+    p = argparse.ArgumentParser(prog="python -m chunker.eval.samples",
+                                description="Write the sample PDFs (the same bytes on every run) into OUT_DIR.")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="folder to write the PDFs into (made if missing)")
+    args = p.parse_args(argv)
+    for path in generate_samples(Path(args.out_dir)):
         print(path)
     return 0
 

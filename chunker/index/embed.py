@@ -32,7 +32,7 @@ def passage(chunk: Chunk, identity: bool = True) -> str:
     """What is embedded for a chunk: its text, after its document's identity when ``identity`` (``embed.identity``)
     and the text does not already open with it. A one-title document (a manual page, a policy) has its title as both
     identity and breadcrumb root: said twice, the title outweighs the chunk's own words in the mean-pooled vector
-    and the document's chunks look more alike than they are (QUALITY.md, "The identity embedded once")."""
+    and the document's chunks look more alike than they are (QUALITY.md, issue 20: the identity embedded once)."""
     if not identity or not chunk.identity.strip():
         return chunk.text
     head = " ".join(chunk.identity.split()).casefold()

@@ -1,1 +1,1 @@
-"""The document lifecycle and the run folder, Ray-free (see the README section \"How a document flows\")."""
+"""The document lifecycle and the run folder, Ray-free (see docs/internals.md, \"The document lifecycle\")."""

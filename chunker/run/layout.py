@@ -49,6 +49,8 @@ NORMALIZED = "normalized"
 SUMMARY = "summary.json"
 PLANNING_REPORT = "planning_report"
 CHUNK_HEALTH = "chunk_health"
+# Every folder of a run, for whoever accounts for a run by area (the dry-run benchmark's request count).
+AREAS = (BATCHES, ELEMENTS, CHUNKS, DOCUMENTS, LEDGER, LISTING, ATTEMPTS, NORMALIZED)
 
 
 def copy_key(source_uri: str) -> str:

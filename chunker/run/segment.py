@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from chunker.config import Config
 from chunker.contract import parse_batches
-from chunker.convert.base import Converter
+from chunker.convert.base import ON_BATCH, Converter
 from chunker.convert.render import RenderedDocument
 from chunker.errors import DocumentError, SetupError
 from chunker.plan import Planner
@@ -90,14 +90,17 @@ def _clean(batch: ConvertedBatch) -> ConvertedBatch:
 
 
 async def convert_segment(converter: Converter, job: SegmentJob, cfg: Config, *, source_path: str | None = None,
-                          timeout_s: float | None = None) -> list[ConvertedBatch] | Problem:
+                          timeout_s: float | None = None,
+                          on_batch: Callable[[ConvertedBatch], None] | None = None) -> list[ConvertedBatch] | Problem:
     """The segment's batches, in order, or the problem that stopped its conversion.
 
     ``source_path`` is a local copy of the PDF (fetched from object storage); the job, and so every chunk, keeps
-    the original URI. Pages are rendered on demand and released when the segment is done.
+    the original URI. Pages are rendered on demand and released when the segment is done. ``on_batch`` hears of each
+    batch as soon as it is converted (the progress line), before the segment is done.
     """
     run_job = job if source_path is None else replace(job, source_uri=source_path)
     images: RenderedDocument | None = None
+    listening = ON_BATCH.set(on_batch)  # this task's context: segments converting beside it keep their own
     try:
         faults.check("render", job.source)
         images = RenderedDocument(run_job.source_uri, cfg.render) if converter.needs_images() else None
@@ -110,6 +113,7 @@ async def convert_segment(converter: Converter, job: SegmentJob, cfg: Config, *,
     except Exception as exc:  # noqa: BLE001 - one broken document fails alone, with the reason
         return problem_of(exc, Stage.CONVERT, "conversion")
     finally:
+        ON_BATCH.reset(listening)
         if images is not None:
             images.close()
     return [_clean(b) for b in batches]

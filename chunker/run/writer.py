@@ -248,6 +248,9 @@ class Writer:
             self.sink.commit()
         refused = {key: Problem(Stage.WRITE, "store_refused", f"the store refused its chunks: {reason}")
                    for key, reason in self.sink.take_refused().items()}
+        # Counted as they reach the store, not when their document is closed: a long document's chunks show at once.
+        self.progress.written(sum(1 for chunks, _ in work.rows for c in chunks
+                                  if (c.doc_id, c.source_uri) not in refused))
         here = {o.key for o in work.waiting}
         failed = {**work.failed, **{k: p for k, p in refused.items() if k in here}}
         written = [o for o in work.waiting if o.key not in failed]
@@ -287,7 +290,6 @@ class Writer:
         if outcome.indexed:
             t.pages += rec.num_pages
             t.chunks += outcome.num_chunks
-            self.progress.written(outcome.num_chunks)
         t.fallback_pages += outcome.fallback_pages
         if rec.status in (Status.PARTIAL, Status.FAILED):
             t.problems_total += 1

@@ -36,9 +36,7 @@ from typing import Any
 from chunker.config import ConfigError, load_config
 from jobs.bench.corpus import REPO_ROOT, blank_corpus, dryrun_counts
 from jobs.bench.isolate import run_step
-
-GPU_PAGES_PER_S = 5.0  # one GPU's pages/s in the sizing (BENCHMARKS.md's per-GPU estimate: 2.5-10)
-TARGET_PAGES_PER_S = 2000.0  # 400 GPUs at 5 pages/s
+from jobs.bench.sizing import GPU_PAGES_PER_S, TARGET_PAGES_PER_S
 SIZES: dict[str, dict[str, Any]] = {
     # docs: the heavy-tailed corpus; ten: 10-page documents; flight: documents in flight of the sweep (flight_docs
     # 10-page documents each); runs: which runs by default; sweep_storage: where the sweep's run folder lives

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from jobs.bench.dryrun import GPU_PAGES_PER_S, TARGET_PAGES_PER_S
+from jobs.bench.sizing import GPU_PAGES_PER_S, TARGET_PAGES_PER_S
 
 
 def _ok(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -23,10 +23,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from chunker.config import Config
+from chunker.run.layout import AREAS, BATCHES, CHUNKS, DOCUMENTS, ELEMENTS, RunStore
 
 BUCKET = "dryrun"
-# The run folder's own areas (chunker.run.layout) and the inputs, for the request count by area.
-AREAS = ("batches", "elements", "chunks", "documents", "ledger", "listing", "attempts", "normalized")
 
 
 def _free_port() -> int:
@@ -123,7 +122,6 @@ def dryrun_step(cfg: dict[str, Any], corpus: str, workdir: str, storage: str, ru
     """One pipeline run; returns its summary, timing, CPU by process and object-store requests by operation."""
     import ray
 
-    from chunker.run.layout import RunStore
     from jobs.bench.cpu import CpuSampler, ThreadSampler
     from jobs.bench.instant import InstantEmbedStage, delayed_convert_stage
     from jobs.ingest import run_ingest
@@ -190,5 +188,5 @@ def dryrun_step(cfg: dict[str, Any], corpus: str, workdir: str, storage: str, ru
                                "by_area_op": dict(Counter(f"{area_of(r.key or r.prefix)}:{r.op}" for r in ops))}
         else:
             store = RunStore(output)
-            out["run_files"] = {a: store.count(a) for a in ("batches", "elements", "chunks", "documents")}
+            out["run_files"] = {a: store.count(a) for a in (BATCHES, ELEMENTS, CHUNKS, DOCUMENTS)}
     return out

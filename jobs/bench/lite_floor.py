@@ -110,7 +110,7 @@ def measure(col: Any, questions: int, limit: int, dim: int) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jobs.bench.lite_floor", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m jobs.benchmark lite-floor", description=__doc__.split("\n")[0])
     p.add_argument("--db", required=True, help="a Milvus Lite data directory (e.g. from jobs.bench.serve --db)")
     p.add_argument("--collection", default="chunks")
     p.add_argument("--questions", type=int, default=40, help="questions per kind of search")

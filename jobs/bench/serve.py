@@ -173,7 +173,7 @@ MODES = ("dense", "sparse", "hybrid")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m jobs.bench.serve", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m jobs.benchmark serve", description=__doc__.split("\n")[0])
     p.add_argument("--config", default=None, help="YAML config for the app (defaults when omitted).")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="Config override; repeatable.")
     p.add_argument("--modes", default="dense,hybrid",

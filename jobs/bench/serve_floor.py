@@ -97,7 +97,7 @@ def serve_noop(n: int, cpus: int, replica_cpus: float, direct: bool = False) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m jobs.benchmark serve-floor", description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=300, help="timed requests per pass (after 30 untimed)")
     p.add_argument("--cpus", type=int, default=2, help="CPUs of the local Ray cluster")
     p.add_argument("--replica-cpus", type=float, default=0.5, help="the replica's CPU reservation (the app's own)")

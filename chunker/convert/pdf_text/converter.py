@@ -11,7 +11,7 @@ import pypdfium2 as pdfium
 
 from chunker.config import ConverterConfig
 from chunker.contract import PAGE_MARKER, page_marker
-from chunker.convert.base import PageImages
+from chunker.convert.base import PageImages, batch_done
 from chunker.convert.pdf_text.blocks import FlowState, PageWriter, join_split_paragraph
 from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page, page_images
 from chunker.convert.pdf_text.furniture import furniture_lines, toc_lines
@@ -90,6 +90,7 @@ class PdfTextConverter:
                 context_only=job.context_start < job.page_start and index == 0,
                 error="; ".join(errors), config_hash=self.config_hash,
             ))
+            batch_done(out[-1])
         return out
 
     def markdown_for_pages(self, source_uri: str, pages: list[int]) -> str:

@@ -10,7 +10,7 @@ from chunker.eval.devset import ORGS, generate_devset
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m chunker.eval.devset", description=__doc__)
-    p.add_argument("out_dir", help="folder to write pdf/ and queries.jsonl into")
+    p.add_argument("out_dir", metavar="OUT_DIR", help="folder to write pdf/ and queries.jsonl into")
     p.add_argument("--seed", type=int, default=0, help="the set is a pure function of the seed (default 0)")
     p.add_argument("--orgs", default=",".join(ORGS), help=f"comma list of organisations (default: {','.join(ORGS)})")
     args = p.parse_args(argv)
