@@ -17,6 +17,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serving.app", "the HTTP query endpoint (Ray Serve) until interrupted"),
     "evaluate": ("jobs.evaluate", "score retrieval on a corpus and questions, against fixed-size baselines"),
     "rechunk": ("jobs.rechunk", "re-plan the chunks of a finished run without converting again"),
+    "health": ("jobs.health", "the chunk-health report of a finished run (fragments, lead-ins, table headers)"),
+    "compare": ("jobs.compare", "questions won and lost between two evaluations, pooled over question sets"),
     "benchmark": ("jobs.benchmark", "throughput and CPU figures (its own subcommands: see its --help)"),
 }
 PROG = "vision-chunker"

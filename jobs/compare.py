@@ -88,8 +88,8 @@ def format_tally(t: dict[str, Tally], system: str, show: bool) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jobs.compare", description=__doc__.split("\n\n")[0])
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.compare") -> int:
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
     p.add_argument("folders", nargs="+", help="BEFORE AFTER [BEFORE AFTER ...]: jobs.evaluate output folders")
     p.add_argument("--system", action="append", default=None, help="row of scores.json (default: ours/hybrid)")
     p.add_argument("--questions", action="store_true", help="list every question that moved")

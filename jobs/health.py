@@ -18,8 +18,8 @@ import sys
 from chunker.errors import ChunkerError
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m jobs.health", description="The chunk-health report of a finished run.")
+def main(argv: list[str] | None = None, prog: str = "python -m jobs.health") -> int:
+    p = argparse.ArgumentParser(prog=prog, description="The chunk-health report of a finished run.")
     p.add_argument("run", help="the run folder (a local path or a file://, s3://, gs:// URI)")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.add_argument("--no-write", action="store_true", help="do not write chunk_health.* into the run folder")

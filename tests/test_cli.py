@@ -32,7 +32,7 @@ def test_the_console_script_is_installed_and_lists_every_command() -> None:
     assert res.returncode == 0, res.stderr
     for name in ("ingest", "query", "evaluate", "rechunk", "benchmark", "serve"):
         assert f"\n  {name} " in res.stdout, name
-    assert set(COMMANDS) == {"ingest", "query", "evaluate", "rechunk", "benchmark", "serve"}
+    assert set(COMMANDS) == {"ingest", "query", "evaluate", "rechunk", "benchmark", "serve", "health", "compare"}
 
 
 @pytest.mark.parametrize("command", sorted(COMMANDS))
