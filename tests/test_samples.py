@@ -57,7 +57,10 @@ def test_cli_prints_the_files_it_wrote(tmp_path: Path, capsys: pytest.CaptureFix
     printed = capsys.readouterr().out.split()
     assert printed == [str(tmp_path / name) for name in SAMPLE_FACTS.files]
     assert all(Path(p).is_file() for p in printed)
-    assert main([]) == 2
+    with pytest.raises(SystemExit) as missing:  # argparse: no OUT_DIR is a usage error, exit status 2
+        main([])
+    assert missing.value.code == 2
+    assert "OUT_DIR" in capsys.readouterr().err
 
 
 def test_running_header_footer_and_page_number_on_every_manual_page(manual_pages: list[str]) -> None:
