@@ -187,7 +187,8 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
     from chunker.index.store import ChunkStore, is_server_uri
-    from chunker.intake.sources import join_uri, kind
+    from chunker.intake.sources import kind
+    from chunker.run.layout import child_run
     from chunker.run.listing import direct_manifest, write_listing
 
     timing = RunTiming()
@@ -198,7 +199,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         if not is_server_uri(cfg.milvus.uri):
             raise InputError(f"--shard: the shards of a job load one collection at once, which Milvus Lite "
                              f"({cfg.milvus.uri}) cannot share between processes; use a Milvus server (milvus.uri)")
-        out_uri = join_uri(out_uri, shard.name)
+        out_uri = child_run(out_uri, shard.name)
     runstore = RunStore(out_uri)
     runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing
     h = config_hash(cfg)
