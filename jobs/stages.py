@@ -69,7 +69,8 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
                              [Problem(Stage.INTAKE, "manifest", row["error"])])
         return [SegmentRow(doc).encode()]
     t0 = time.perf_counter()
-    ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
+    ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash else None
+    ask = ledger if not force else None
     version = sources.version_of(row["path"])
     try:
         faults.check("intake", source)
@@ -78,8 +79,10 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
             # Done as this copy (its absolute URI): another copy of the same bytes being done is not enough.
             copy = sources.absolute_uri(row["path"])
             doc, pdf = prepare(file, cfg.intake, Path(tmp),
-                               skip=(lambda d: ledger.is_done(d, copy)) if ledger else None, version=version,
-                               done=ledger.done_by_uri if ledger else None, cache=fetch_cache(cfg, out_uri))
+                               skip=(lambda d: ask.is_done(d, copy)) if ask else None, version=version,
+                               done=ask.done_by_uri if ask else None, cache=fetch_cache(cfg, out_uri))
+            if pdf and force and ledger is not None:
+                ledger.forget_copy(copy)  # redone: not done until its new rows are in (see Ledger.forget_copy)
             if not pdf:
                 return [SegmentRow(doc, source_version=version).encode()]
             pdf_uri = doc.source_uri
