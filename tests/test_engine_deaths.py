@@ -5,6 +5,7 @@ dies with 16 segments in flight finishes with nothing quarantined and its concur
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import sys
 import time
@@ -206,3 +207,100 @@ def test_an_engine_killed_with_16_segments_in_flight(ray_runtime, tmp_path):
     peaks = {p.name: int(p.read_text()) for p in (run / "peaks").iterdir()}
     assert len(peaks) == 2, f"one actor before the death, one after: {peaks}"
     assert min(peaks.values()) >= 8, peaks
+
+
+# ------------------------------------------------------------------ one poison segment among many
+
+
+POISON = "doc-3.pdf"  # its first segment takes down whichever engine converts it
+POISON_DOCS = 16  # 32 segments, all on the engine at once
+
+
+class PoisonEngineStage(ConvertStage):
+    """The simulated engine behind a wrapper that dies whenever the poison segment's pages are on it (as a page that
+    crashes vLLM would), failing every request it holds; the death marker of each death is a file. Each segment that
+    converted with no other segment converting beside it leaves an ``alone`` marker."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        from chunker.backends.simulated import EngineSpec, SimulatedBackend
+        from chunker.convert.factory import make_converter
+
+        cfg = self.cfg
+        inner = SimulatedBackend(cfg.converter.model, max_images=cfg.intake.batch_pages,
+                                 max_side_px=cfg.render.max_side_px, spec=EngineSpec(seq_decode_tokens_per_s=4000.0,
+                                                                                     max_num_seqs=32), time_scale=0.5)
+        root = Path(self.store.root)
+        self.marks = root / "marks"
+        self.marks.mkdir(exist_ok=True)
+        state = {"dead": False}
+        # Made here, in the actor: the test module travels to it by value, and a ContextVar does not pickle.
+        converting = self.converting = contextvars.ContextVar("converting", default="")
+        self.active = 0
+        self.peak: dict[str, int] = {}
+        marks = self.marks
+
+        class Poisoned:
+            name = "simulated"
+            model = inner.model
+
+            async def generate(self, request):  # noqa: ANN001, ANN202
+                from chunker.backends.base import EngineDead
+
+                if state["dead"]:
+                    raise EngineDead("vLLM engine is dead (test)")
+                await asyncio.sleep(0.4)  # time for the other chains to be on the engine too
+                if state["dead"]:
+                    raise EngineDead("vLLM engine is dead (test)")
+                if converting.get() == f"{POISON}#0":
+                    state["dead"] = True
+                    (marks / f"death-{time.time_ns()}").write_text("")
+                    raise EngineDead("vLLM engine is dead (test: a poison page)")
+                return await inner.generate(request)
+
+            async def close(self) -> None:
+                await inner.close()
+
+        self.converter = make_converter(cfg, self.cfg_hash, backend=Poisoned())
+
+    async def _convert(self, row, marker):  # noqa: ANN001, ANN202
+        key = f"{row.job.source}#{row.job.segment_index}"
+        self.converting.set(key)
+        self.active += 1
+        self.peak = {k: max(v, self.active) for k, v in self.peak.items()}
+        self.peak[key] = self.active
+        try:
+            await super()._convert(row, marker)
+        finally:
+            self.active -= 1
+        if not (row.facts is not None and row.facts.failed) and self.peak.pop(key, 2) == 1:
+            (self.marks / f"alone-{key}").write_text("")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_one_poison_segment_is_found_without_running_its_neighbours_one_by_one(ray_runtime, tmp_path):
+    """32 segments converting on one engine, one of them poison. Two deaths make all of them suspects; they used to
+    run one at a time from then on (every innocent one alone on the GPU) until the poison one was quarantined. Now
+    the suspects run in halving groups: the poison one is isolated in a few deaths, the others convert together (a
+    few end up alone: the innocent half of the poison's last groups, and stragglers at the end of the run)."""
+    from chunker.eval.synthetic import write_document
+    from jobs.ingest import run_ingest
+
+    corpus = tmp_path / "docs"
+    for k in range(POISON_DOCS):
+        write_document(corpus / f"doc-{k}.pdf", PAGES, seed=60 + k, title=f"Manual {k}")
+    run = tmp_path / "run"
+    cfg = load_config("configs/local.yaml", [
+        f"milvus.uri={tmp_path / 'm.db'}", "converter.backend=simulated", "render.max_side_px=448",
+        "intake.segment_pages=2", "intake.segment_overlap_pages=0", "intake.batch_pages=1",
+        "ray.convert_actors=1", f"ray.convert_concurrency={2 * POISON_DOCS}", "ray.status_interval_s=5",
+        "converter.page_timeout_s=60", "ray.document_timeout_s=300"])
+    s = run_ingest(cfg, str(corpus), str(run), convert_stage=PoisonEngineStage)
+    assert (s.documents, s.ok, s.partial, s.failed) == (POISON_DOCS, POISON_DOCS - 1, 1, 0), s.problems
+    [problem] = s.problems
+    assert problem["source"] == POISON and problem["code"] == "quarantined", problem
+    deaths = len(list((run / "marks").glob("death-*")))
+    alone = sorted(p.name for p in (run / "marks").glob("alone-*"))
+    assert deaths <= 2 + 5 + 3, f"{deaths} engine deaths: two, then about log2(32) halvings"
+    assert len(alone) <= 8, f"innocent segments converted one at a time: {alone}"
