@@ -15,7 +15,8 @@ when the expiry passes. Where the coordinator is not there to use (another Ray v
 
 The request is withdrawn when the job's pipelines have started (their own Ray Data requesters ask for what they run,
 and the coordinator would otherwise count this request against their share), and in any case when the job ends:
-success, an error, or ``ray job stop`` (SIGTERM, turned into an exit by :func:`exit_on_sigterm`).
+success, an error, or ``ray job stop`` (SIGTERM, turned into an exit by :func:`exit_on_sigterm`). A job
+killed outright loses it when its expiry passes.
 """
 
 from __future__ import annotations
@@ -24,8 +25,6 @@ import logging
 import signal
 import threading
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 log = logging.getLogger("jobs.claim")
@@ -139,21 +138,16 @@ def _coordinator() -> Any:
         return None
 
 
-@contextmanager
-def exit_on_sigterm() -> Iterator[None]:
-    """``ray job stop`` sends SIGTERM to the job's processes (and SIGKILL a few seconds later): turn it into an exit
-    that runs the ``finally`` blocks on its way out (the request withdrawn, the store closed), where Python's
-    default would end the process on the spot. Only in the main thread, where signal handlers live."""
+def exit_on_sigterm() -> None:
+    """``ray job stop`` sends SIGTERM to the job's processes (and SIGKILL a few seconds later): make it an exit that
+    runs the ``finally`` blocks on its way out (the request withdrawn, the store closed), with a line saying so.
+    Called after ``ray.init``, which installs a handler of its own (``sys.exit(signum)``, ray/_private/worker.py
+    ``init``); in the main thread only, where signal handlers live."""
     if threading.current_thread() is not threading.main_thread():
-        yield
         return
 
     def stop(signum: int, _frame: object) -> None:
         log.warning("stopped (signal %d): withdrawing the autoscaler request and closing the run", signum)
         raise SystemExit(128 + signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    signal.signal(signal.SIGTERM, stop)

@@ -38,7 +38,7 @@ from chunker.intake.inputs import InputError
 from chunker.run.drivers import driver_configs, job_config, merge_summaries
 from chunker.run.layout import SUMMARY, RunStore, child_run
 from chunker.run.listing import Shard, direct_manifest, write_listings
-from jobs.claim import Claim
+from jobs.claim import Claim, exit_on_sigterm
 from jobs.common import fit_to_cluster, init_ray
 
 log = logging.getLogger("jobs.drivers")
@@ -97,6 +97,7 @@ def run_drivers(cfg: Config, input_path: str, output: str | None, drivers: int, 
         log.warning("listed %d inputs once for %d drivers (%s)", sum(x.entries for x in listings), drivers,
                     ", ".join(str(x.entries) for x in listings))
     init_ray(job, verbose)
+    exit_on_sigterm()  # ray job stop: the finally below withdraws the request and stops the drivers
     import ray
 
     claim, procs, work = Claim(), [], tempfile.mkdtemp(prefix="vc-drivers-")

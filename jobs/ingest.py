@@ -227,6 +227,7 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     with timing.step("ray_init"):
         init_ray(cfg, verbose)
+    exit_on_sigterm()  # ray job stop: the finally below runs
     # From here every way out withdraws the autoscaler request (jobs.claim): an error, SIGTERM, or the end.
     claim, store, started = Claim(), None, False
     try:
@@ -321,8 +322,8 @@ def print_summary(s: RunSummary) -> None:
         steady = f"{t['steady_pages_per_s']:.2f} pages/s" if t.get("steady_pages_per_s") else "n/a (too short)"
         print(f"start-up: first segment after {t['first_segment_s']:.1f} s  steady: {steady}")
     if s.drivers:
-        print(f"drivers: {len(s.drivers)}  " + "  ".join(
-            f"{Path(str(d['output'])).name}: {d['documents']} documents, {d['pages_per_s']} pages/s" for d in s.drivers))
+        print(f"drivers: {len(s.drivers)}  " + "  ".join(f"{Path(str(d['output'])).name}: {d['documents']} documents, "
+                                                         f"{d['pages_per_s']} pages/s" for d in s.drivers))
     for p in s.problems:
         print(f"  {p['status']:8s} {p['source']}: {p['reason']}")
     if s.problems_total > len(s.problems):
@@ -355,13 +356,12 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(f"--drivers {args.drivers}: want N >= 1, and not with --shard (the drivers take the "
                              f"shards 1/N .. N/N themselves)")
         preflight(cfg)
-        with exit_on_sigterm():  # ray job stop: the finally blocks run (the autoscaler request is withdrawn)
-            if args.drivers > 1:
-                summary = RunSummary(**run_drivers(cfg, args.input, args.output, args.drivers, force=args.force,
-                                                   verbose=args.verbose))
-            else:
-                summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose,
-                                     shard=shard, role=role)
+        if args.drivers > 1:
+            summary = RunSummary(**run_drivers(cfg, args.input, args.output, args.drivers, force=args.force,
+                                               verbose=args.verbose))
+        else:
+            summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose, shard=shard,
+                                 role=role)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """The job's autoscaler request beside Ray Data's coordinator, on a real Ray runtime: a request made on its own is
 wiped at the coordinator's next tick (every 20 s, ``[]`` when no requester is registered); the job's claim is
 registered with the coordinator and outlives it; two jobs' claims add up and one withdrawing leaves the other; a job
-killed outright loses its claim when the expiry passes.
+killed outright loses its claim when the expiry passes; and the fit does not count GPUs another job's actors hold.
 
 What the autoscaler reads is checked where it reads it: the GCS key the v1 autoscaler polls
 (``AUTOSCALER_RESOURCE_REQUEST_CHANNEL``, written by ray/autoscaler/_private/commands.py ``request_resources``)."""
@@ -29,7 +29,7 @@ def ray_with_coordinator():
     import ray
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
     ray.data.range(8).map_batches(lambda b: b).materialize()  # a first pipeline: the coordinator is alive now
     ray.get_actor("AutoscalingCoordinator", namespace="AutoscalingCoordinator")
     yield ray.get_runtime_context().gcs_address
@@ -109,3 +109,30 @@ def test_the_claim_of_a_job_killed_outright_expires(ray_with_coordinator):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_gpus_another_jobs_actor_holds_are_not_counted_free(ray_with_coordinator):
+    """A fixed cluster of two GPUs, one held by an actor of another job (another shard): this run's two GPU actors
+    fit the cluster but not beside it, and the fit says they will wait for it, rather than nothing."""
+    import ray
+
+    from chunker.config import load_config
+    from jobs.claim import Claim
+    from jobs.common import alive_nodes, fit_to_cluster
+
+    @ray.remote(num_gpus=1, num_cpus=0)
+    class Holder:
+        def ready(self) -> bool:
+            return True
+
+    holder = Holder.remote()
+    try:
+        assert ray.get(holder.ready.remote(), timeout=60)
+        assert wait_for(lambda: alive_nodes()[0].get("GPU_free") == 1.0, 10), alive_nodes()
+        cfg = load_config(None, ["ray.convert_actors=2", "ray.convert_num_gpus=1", "ray.stage_num_cpus=0.1",
+                                 "milvus.uri=http://127.0.0.1:1"])
+        with Claim("held") as claim:
+            fit = fit_to_cluster(cfg, "file:///tmp/held-run", "", claim)
+        assert fit.waiting and "1 of the cluster's GPUs are held by other jobs' actors" in fit.summary()
+    finally:
+        ray.kill(holder)

@@ -60,7 +60,8 @@ def job_config(cfg: Config, drivers: int) -> tuple[Config, list[str]]:
 def driver_configs(job: Config, drivers: int) -> list[Config]:
     """The fitted job config shared out: driver i gets its part of every stage's actors (CPU reservations as fitted)."""
     r = job.ray
-    shares = {f"{stage}_actors": split(getattr(r, f"{stage}_actors"), drivers) for stage in ("convert", "plan", "embed")}
+    shares = {f"{stage}_actors": split(getattr(r, f"{stage}_actors"), drivers)
+              for stage in ("convert", "plan", "embed")}
     return [job.model_copy(update={"ray": r.model_copy(update={k: v[i] for k, v in shares.items()})})
             for i in range(drivers)]
 

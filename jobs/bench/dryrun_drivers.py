@@ -61,7 +61,8 @@ def drivers_step(cfg: dict[str, Any], corpus: str, workdir: str, drivers: int = 
     from jobs.drivers import run_drivers
 
     config, work = prepare(cfg, workdir, label)
-    out: dict[str, Any] = {"label": label, "drivers": drivers, "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
+    out: dict[str, Any] = {"label": label, "drivers": drivers,
+                           "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
     with ExitStack() as stack:
         uri, _milvus = stack.enter_context(lite_server(work / "milvus"))
         config.milvus.uri = uri
