@@ -7,8 +7,7 @@ paths, and ``jobs.ingest`` processes as a user would start them:
 * the job's request outlives the coordinator's ticks while the job waits, and ``SIGTERM`` (``ray job stop``) during
   the wait withdraws it;
 * ``--drivers 2``: one job, two driver processes over disjoint shards, the input listed once, one request (the wait
-  ends when the GPU workers are up, with CPU reservations scaled to them), one collection made once, every document
-  exactly once, one summary.
+  ends when the GPU workers are up), one collection made once, every document exactly once, one summary.
 """
 
 from __future__ import annotations
@@ -132,11 +131,13 @@ def test_two_drivers_in_one_job_run_every_document_once_with_one_request_and_one
     assert _gpu_nodes(cluster) == 0, "the GPU workers start at zero"
     out = tmp_path / "run"
     t0 = time.monotonic()
-    # More CPU than head and both GPU workers have (scaled to fit once they are up), two drivers sharing both GPUs.
+    # Two drivers sharing both GPU workers. (CPU reservations scaled to the last fraction of a CPU would leave the
+    # intake tasks, a whole CPU each, no node with room wherever Ray puts the actors: the fit packs its way, Ray
+    # its own. Here the stages leave 3 of the 6 CPUs free.)
     res = subprocess.run(_ingest_cmd("--input", f"file://{corpus}", "--output", f"file://{out}", "--drivers", "2",
                                      "--set", f"milvus.uri={milvus}", "--set", "milvus.collection=drivers",
                                      "--set", "ray.convert_actors=2", "--set", "ray.convert_num_gpus=1",
-                                     "--set", "ray.stage_num_cpus=1.5", "--set", "ray.autoscale_wait_s=400"),
+                                     "--set", "ray.autoscale_wait_s=400"),
                          cwd=REPO, env=dict(cluster.env, RAY_ADDRESS=cluster.address), capture_output=True,
                          text=True, timeout=900)
     took = time.monotonic() - t0
@@ -149,7 +150,7 @@ def test_two_drivers_in_one_job_run_every_document_once_with_one_request_and_one
     assert [Path(d["output"]).name for d in s["drivers"]] == ["shard-1-of-2", "shard-2-of-2"]
     assert all(d["documents"] for d in s["drivers"]), "both drivers had a part"
     assert s["collection_rows"] == s["chunks"] > DOCS, "every chunk once in the one collection"
-    assert "autoscaler added the nodes" in s["cluster"] and "scaled" in s["cluster"], s["cluster"]
+    assert "autoscaler added the nodes" in s["cluster"] and "one per driver" in s["cluster"], s["cluster"]
     docs = [json.loads(p.read_text())["doc_id"] for p in out.glob("shard-*/ledger/*/*.json")]
     assert len(docs) == len(set(docs)) == DOCS, "each document done by exactly one driver"
     assert "== ingest summary" in res.stdout and res.stdout.count("== ingest summary") == 1, "one summary printed"
