@@ -3,10 +3,10 @@
 Each driver is a process of its own running the same pipeline as the single-driver runs (the instant stages of
 :mod:`jobs.bench.instant`, 10-page documents on the loopback S3 server, a ``milvus-lite server``), so each one's CPU
 per document is read the same way: its process's CPU clock between its first and its last segment
-(:class:`chunker.run.timing.RunTiming`'s window). Against the single-driver ``ten-page`` run this says whether two
-drivers on one head slow each other beyond the cores they share: CPU-ms per document is work, which sharing cores
-does not change; contention would show as more of it. The job's ceiling with N drivers (``fit.pages_per_s_job``) is
-N times one driver's fitted ceiling, divided by that cost ratio where above 1.
+(:class:`chunker.run.timing.RunTiming`'s window). Set against the single-driver runs' fit (:func:`job_fit`) this says
+whether two drivers on one head slow each other beyond the cores they share: CPU per page is work, which sharing
+cores does not change; contention would show as more of it. The job's ceiling with N drivers
+(``fit.pages_per_s_job``) is N drivers each at the rate that fills a core at the cost measured beside the others.
 
 :func:`drivers_step` runs in a fresh process (:mod:`jobs.bench.isolate`); each driver is ``python -m
 jobs.bench.dryrun_drivers SPEC`` (:func:`main`), started by :func:`jobs.drivers.run_drivers`.
@@ -22,6 +22,10 @@ from contextlib import ExitStack
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
+
+# Above this cost ratio, the drivers slowed each other (below it: the noise of runs on a shared machine).
+CONTENTION_TOLERANCE = 0.15
+
 
 def bench_argv(delay_s: float):  # noqa: ANN201 - Callable[[DriverSpec], list[str]]
     """The command of one benchmark driver: the instant stages, ``delay_s`` per batch."""
@@ -84,16 +88,17 @@ def drivers_step(cfg: dict[str, Any], corpus: str, workdir: str, drivers: int = 
 
 
 def drivers_figures(raw: dict[str, Any]) -> dict[str, Any]:
-    """Each driver's CPU-ms per document and pages/s while its rows flowed, from its own summary."""
+    """Each driver's CPU-ms per document, its CPU share (core-seconds per second) and pages/s while its rows flowed
+    (its first segment to its last), from its own summary."""
     per = []
     for s in raw["per_driver"]:
         win = s["timing"].get("driver_cpu_window") or {}
         pages_per_doc = s["pages"] / s["documents"] if s["documents"] else 0.0
-        wpages = win.get("pages", 0)
+        wpages, wall, cpu = win.get("pages", 0), win.get("wall_s", 0.0), win.get("process_cpu_s", 0.0)
         per.append({"output": Path(s["output"]).name, "documents": s["documents"], "pages": s["pages"],
-                    "cpu_ms_per_doc": round(1000 * win.get("process_cpu_s", 0.0) / wpages * pages_per_doc, 3)
-                    if wpages else None,
-                    "pages_per_s": round(wpages / win["wall_s"], 1) if win.get("wall_s") else None})
+                    "cpu_ms_per_doc": round(1000 * cpu / wpages * pages_per_doc, 3) if wpages else None,
+                    "cpu_share": round(cpu / wall, 4) if wall else None,
+                    "pages_per_s": round(wpages / wall, 1) if wall else None})
     m = raw["summary"]
     return {"label": raw["label"], "drivers": raw["drivers"], "documents": m["documents"], "failed": m["failed"],
             "pages": m["pages"], "collection_rows": m["collection_rows"], "chunks": m["chunks"],
@@ -103,16 +108,36 @@ def drivers_figures(raw: dict[str, Any]) -> dict[str, Any]:
 
 def job_fit(fit: dict[str, Any], single: dict[str, Any] | None, multi: dict[str, Any] | None) -> dict[str, Any]:
     """``fit.pages_per_s_job``: the job's ceiling with the measured number of drivers, beside one driver's fitted
-    ``pages_per_s``; and the CPU-per-document ratio of a driver beside another against one alone (same corpus)."""
-    costs = [d["cpu_ms_per_doc"] for d in (multi or {}).get("per_driver", []) if d.get("cpu_ms_per_doc")]
+    ``pages_per_s``, and whether the drivers slowed each other beyond the cores they share.
+
+    A driver's CPU share is a base it spends whatever the rate plus a cost per page (:func:`jobs.bench.dryrun.
+    ceiling_fit`'s line, fitted on single-driver runs). Each of N drivers runs at about 1/N of the rate one would,
+    so its CPU per document is higher by the base alone: comparing per-document costs would call that contention.
+    So each driver's cost per page beyond the base, at its own rate, is set against the fitted cost per page: 1 when
+    the drivers do not slow each other (sharing cores changes when work runs, not how much there is; contention,
+    e.g. on a lock or a cache, shows as more CPU per page). The job's ceiling is then N drivers each at the rate that
+    fills one core at that cost: N cores of the head for the drivers. Without a fit, the per-document ratio to the
+    single ten-page run stands in (an upper bound on the contention)."""
+    per = [d for d in (multi or {}).get("per_driver", []) if d.get("cpu_ms_per_doc")]
+    if not per or "pages_per_s" not in fit:
+        return {"note": "needs the fit (runs of 10-page documents at two rates or more) and the drivers run"}
+    n, base, per_page = multi["drivers"], fit["base_cores"], fit["cpu_ms_per_page"] / 1000
+    costs = [(d["cpu_share"] - base) / (per_page * d["pages_per_s"]) for d in per
+             if d.get("cpu_share") and d.get("pages_per_s")]
     alone = (single or {}).get("driver_cpu_ms_per_doc")
-    if not costs or not alone or "pages_per_s" not in fit:
-        return {"note": "needs the fit, the ten-page run and the drivers run"}
-    ratio = sum(costs) / len(costs) / alone
-    n = multi["drivers"]
-    return {"drivers": n, "cpu_ms_per_doc_alone": alone, "cpu_ms_per_doc_per_driver": costs,
-            "cpu_ratio": round(ratio, 3), "pages_per_s": fit["pages_per_s"],
-            "pages_per_s_job": round(n * fit["pages_per_s"] / max(1.0, ratio), 1)}
+    if costs:
+        ratio, basis = sum(costs) / len(costs), "cost per page beyond the base, against the fit's"
+    elif alone:
+        ratio, basis = sum(d["cpu_ms_per_doc"] for d in per) / len(per) / alone, "CPU per document, against one alone"
+    else:
+        return {"note": "no driver's window of rows to measure"}
+    ratio = round(ratio, 3)
+    one = (1 - base) / (per_page * max(1.0, ratio))  # one driver on a core of its own, at the measured cost
+    return {"drivers": n, "cpu_ms_per_doc_alone": alone,
+            "cpu_ms_per_doc_per_driver": [d["cpu_ms_per_doc"] for d in per],
+            "cpu_ratio": ratio, "ratio_basis": basis, "slow_each_other": ratio > 1 + CONTENTION_TOLERANCE,
+            "pages_per_s": fit["pages_per_s"], "pages_per_s_job": round(n * min(one, fit["pages_per_s"]), 1),
+            "head_cores_for_drivers": n}
 
 
 def drivers_markdown(rep: dict[str, Any]) -> list[str]:
@@ -130,10 +155,14 @@ def drivers_markdown(rep: dict[str, Any]) -> list[str]:
     lines += [f"| {p['output']} | {p['documents']} | {p['cpu_ms_per_doc']} | {p['pages_per_s']} |"
               for p in d["per_driver"]]
     if "pages_per_s_job" in j:
-        lines += ["", f"One driver alone (ten-page): {j['cpu_ms_per_doc_alone']} CPU-ms / doc; beside another: "
-                  f"{j['cpu_ms_per_doc_per_driver']} (ratio {j['cpu_ratio']}). Fitted ceiling of one driver "
-                  f"**{j['pages_per_s']:,} pages/s**; of the job with {j['drivers']} drivers "
-                  f"(fit.pages_per_s_job) **{j['pages_per_s_job']:,} pages/s**."]
+        verdict = ("slowed each other beyond the cores they share" if j["slow_each_other"]
+                   else "did not slow each other beyond the cores they share")
+        lines += ["", f"One driver alone (ten-page): {j['cpu_ms_per_doc_alone']} CPU-ms / doc; each of {j['drivers']} "
+                  f"beside each other: {j['cpu_ms_per_doc_per_driver']} (more per document at a lower rate each: "
+                  f"the base). Cost ratio {j['cpu_ratio']} ({j['ratio_basis']}): the drivers {verdict}. Fitted "
+                  f"ceiling of one driver **{j['pages_per_s']:,} pages/s**; of the job with {j['drivers']} drivers "
+                  f"(fit.pages_per_s_job, {j['head_cores_for_drivers']} cores of the head for the drivers) "
+                  f"**{j['pages_per_s_job']:,} pages/s**."]
     else:
         lines += ["", f"fit.pages_per_s_job: {j.get('note', 'not computed')}."]
     return lines
