@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from autoscaling_cluster import REPO, VENV_BIN, autoscaling_cluster
+from milvus_lite_server import server_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -44,12 +45,7 @@ def cluster():
         yield c
 
 
-@pytest.fixture(scope="module")
-def milvus(tmp_path_factory: pytest.TempPathFactory):
-    from milvus_lite_server import lite_server
-
-    with lite_server(tmp_path_factory.mktemp("milvus-drivers")) as (uri, _proc):
-        yield uri
+milvus = server_fixture("milvus-drivers")
 
 
 @pytest.fixture(scope="module")

@@ -15,6 +15,7 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage
+from ray_support import ray_runtime_fixture
 
 # ------------------------------------------------------------------ the restart waits for GPU memory
 
@@ -169,16 +170,7 @@ class DyingEngineStage(ConvertStage):
         self.converter = make_converter(cfg, self.cfg_hash, backend=Dying())
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-    import ray.cloudpickle
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the stage subclass travels by value
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_runtime = ray_runtime_fixture(by_value=__name__)
 
 
 def _run_on_one_engine(tmp_path: Path, docs: int, seed: int, in_flight: int, stage: type):  # noqa: ANN202

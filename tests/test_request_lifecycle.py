@@ -10,23 +10,16 @@ declared as ``ray.node_types`` (a two-GPU node this runtime will never get: the 
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
 
 from chunker.config import load_config
+from ray_support import ray_runtime_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=2, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_runtime = ray_runtime_fixture(num_cpus=2)
 
 
 def requested() -> list[dict[str, float]]:

@@ -27,6 +27,7 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage, PlanStage
+from milvus_lite_server import server_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -71,12 +72,7 @@ def _start_cluster(cluster_cls: type, attempts: int = 3):  # noqa: ANN202
     raise AssertionError("unreachable")
 
 
-@pytest.fixture(scope="module")
-def milvus_uri(tmp_path_factory: pytest.TempPathFactory):
-    from milvus_lite_server import lite_server
-
-    with lite_server(tmp_path_factory.mktemp("milvus-srv")) as (uri, _proc):
-        yield uri
+milvus_uri = server_fixture("milvus-srv")
 
 
 @pytest.fixture(scope="module")
