@@ -10,8 +10,9 @@ from typing import Any
 
 from chunker.cli import ray_address, ray_init_options
 from chunker.config import Config
-from chunker.run.cluster import (ClusterFitError, Fit, NodeType, fit_cluster, multi_node_problems,
-                                 potential_nodes)
+from chunker.run.autoscale import fit_cluster
+from chunker.run.cluster import ClusterFitError, Fit, NodeType, multi_node_problems, potential_nodes
+from jobs.claim import Claim
 from jobs.stderr_filter import RAY_CONSTRUCTOR_ARGS, drop_stderr_lines
 
 log = logging.getLogger("jobs")
@@ -43,11 +44,26 @@ def quiet_ray_data() -> None:
 
 
 def alive_nodes() -> list[dict[str, float]]:
-    """The CPU and GPU count of every alive node of the joined cluster."""
+    """The CPU and GPU count of every alive node of the joined cluster, and ``GPU_free``: the GPUs no actor holds
+    now (other jobs' actors, another shard's; ``ray._private.state.available_resources_per_node``, a DeveloperAPI of
+    Ray 2.60 that leaves out a resource with nothing available)."""
     import ray
 
-    return [{"CPU": float(n["Resources"].get("CPU", 0.0)), "GPU": float(n["Resources"].get("GPU", 0.0))}
-            for n in ray.nodes() if n.get("Alive")]
+    try:
+        from ray._private.state import available_resources_per_node
+
+        free = available_resources_per_node()
+    except Exception:  # noqa: BLE001 - without it every GPU counts as free, as before
+        free = None
+    out = []
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        node = {"CPU": float(n["Resources"].get("CPU", 0.0)), "GPU": float(n["Resources"].get("GPU", 0.0))}
+        if free is not None and node["GPU"]:
+            node["GPU_free"] = float((free.get(n["NodeID"]) or {}).get("GPU", 0.0))
+        out.append(node)
+    return out
 
 
 def node_types_of(config: dict[str, Any]) -> list[NodeType]:
@@ -141,25 +157,23 @@ def autoscaler_node_types(cfg: Config) -> list[NodeType] | None:
     return [] if r.autoscaler == "always" or _autoscaler_running() else None
 
 
-def request_bundles(bundles: list[dict[str, float]]) -> None:
-    """Ask the autoscaler to make room for ``bundles`` (an empty list withdraws the request). The request stands
-    until replaced, and keeps the nodes it brought from being scaled away while the stages start
-    (ray/autoscaler/sdk/sdk.py, ``request_resources``)."""
-    from ray.autoscaler.sdk import request_resources
-
-    request_resources(bundles=bundles)
-
-
-def fit_to_cluster(cfg: Config, out_uri: str, input_uri: str = "") -> Fit:
-    """The config sized to the cluster and what its autoscaler can add (see :mod:`chunker.run.cluster`), after
-    waiting for the nodes the stages need; or :class:`ClusterFitError`, one line."""
+def fit_to_cluster(cfg: Config, out_uri: str, input_uri: str, claim: Claim, drivers: int = 1) -> Fit:
+    """The config sized to the cluster and what its autoscaler can add (see :mod:`chunker.run.cluster` and
+    :mod:`chunker.run.autoscale`), after waiting for the nodes the stages need (asked through ``claim``, which the
+    caller withdraws on every way out); or :class:`ClusterFitError`, one line. ``drivers``: pipelines of one job
+    side by side."""
     nodes = alive_nodes()
     types = autoscaler_node_types(cfg)
-    problems = multi_node_problems(cfg, out_uri, potential_nodes(nodes, types, cfg), input_uri)
+    problems = multi_node_problems(cfg, out_uri, potential_nodes(nodes, types, cfg, drivers), input_uri)
     if problems:
         raise ClusterFitError("; ".join(problems))
-    fit = fit_cluster(cfg, nodes, types, get_nodes=alive_nodes, request=request_bundles, say=log.warning,
-                      timeout_s=cfg.ray.autoscale_wait_s)
+    fit = fit_cluster(cfg, nodes, types, get_nodes=alive_nodes, request=claim, say=log.warning,
+                      timeout_s=cfg.ray.autoscale_wait_s, drivers=drivers)
+    if fit.asked:  # judged again on the nodes that came: one-machine settings break once there are several
+        problems = multi_node_problems(cfg, out_uri, len(alive_nodes()), input_uri)
+        if problems:
+            claim.withdraw()
+            raise ClusterFitError("; ".join(problems))
     for line in [fit.note, *fit.notes]:
         if line:
             log.warning(line)

@@ -10,13 +10,16 @@ elements/, chunks/, documents/), with summary.json at the end. The driver is the
 allows one process per data dir). Re-submitting the same job skips documents in the done ledger; --force redoes all.
 
 One driver passes a bounded number of pages per second (its Ray Data executor, row decoding, the Milvus client: see
-BENCHMARKS.md, python -m jobs.benchmark dryrun). Past it, split the job: N jobs with --shard 1/N ... N/N over the same
-input each take a disjoint part of it (by a hash of each path, the same part on every re-run) with a driver, run
-folder and ledger of their own under OUTPUT/shard-I-of-N, all loading one Milvus server.
+BENCHMARKS.md, python -m jobs.benchmark dryrun). Past it, --drivers N runs N driver processes in this one job, each
+over a disjoint part of the input (by a hash of each path, the same part on every re-run) with a run folder and
+ledger of its own under OUTPUT/shard-I-of-N, all loading one Milvus server; the input is listed once, one autoscaler
+request covers them all, and one summary is written (jobs.drivers). --shard I/N runs one such part as a job of its
+own (another cluster, or one part again).
 """
 
 from __future__ import annotations
 
+import argparse
 import logging
 import math
 import sys
@@ -32,14 +35,16 @@ from chunker.intake.inputs import InputError
 from chunker.run import faults
 from chunker.run.layout import ATTEMPTS, SUMMARY, RunStore
 from chunker.run.ledger import Ledger, store_target
+from chunker.run.drivers import DriverRole
 from chunker.run.listing import Shard
 from chunker.run.rows import SegmentRow
 from chunker.run.timing import RunTiming
 from chunker.run.writer import Writer
 from chunker.cli import ExitCode, base_parser, ingest_exit_code, load_or_exit
-from chunker.run.cluster import ClusterFitError, Fit
-from jobs.common import (conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, request_bundles,
-                         setup_logging)
+from chunker.run.cluster import Fit
+from jobs.claim import Claim, exit_on_sigterm
+from jobs.common import conversion_remote_args, fit_to_cluster, init_ray, on_every_node, preflight, setup_logging
+from jobs.drivers import run_drivers
 from jobs.progress import ConvertedPages, Progress, run_key
 from jobs.stages import ConvertStage, EmbedStage, PlanStage, intake_batch
 
@@ -68,6 +73,7 @@ class RunSummary:
     problems: list[dict[str, str]] = field(default_factory=list)
     timing: dict[str, Any] = field(default_factory=dict)  # where the time went (chunker.run.timing)
     health: dict[str, Any] = field(default_factory=dict)  # the chunk-health headline (chunker.plan.health)
+    drivers: list[dict[str, Any]] = field(default_factory=list)  # --drivers N: each driver's run in brief
 
 
 def input_dataset(input_path: str, cfg: Config, listed: list[str] | None,
@@ -165,10 +171,10 @@ def build_dataset(cfg: Config, files: Any, out_uri: str, cfg_hash: str, force: b
     return ds
 
 
-def check_cluster(cfg: Config, out_uri: str, input_uri: str = "") -> Fit:
+def check_cluster(cfg: Config, out_uri: str, input_uri: str, claim: Claim) -> Fit:
     """The config sized to the cluster and what its autoscaler can add, once the nodes the stages need are there
-    (see :func:`jobs.common.fit_to_cluster`), or :class:`ClusterFitError`."""
-    return fit_to_cluster(cfg, out_uri, input_uri)
+    (see :func:`jobs.common.fit_to_cluster`; asked through ``claim``), or :class:`ClusterFitError`."""
+    return fit_to_cluster(cfg, out_uri, input_uri, claim)
 
 
 def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
@@ -180,16 +186,20 @@ def _bulk_factory(store: Any, cfg: Config):  # noqa: ANN202
 
 def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: bool = False,
                convert_stage: type = ConvertStage, bulk: Any = None, verbose: bool = True,
-               embed_stage: type = EmbedStage, shard: Shard | None = None) -> RunSummary:
+               embed_stage: type = EmbedStage, shard: Shard | None = None,
+               role: DriverRole | None = None) -> RunSummary:
     """Run the whole pipeline; ``bulk`` injects :class:`chunker.index.bulk.BulkOps` (tests); ``convert_stage`` and
     ``embed_stage`` replace the model stages (tests, the dry-run benchmark). ``shard`` takes that part of the inputs
-    into a run folder of its own inside ``output`` (see :class:`chunker.run.listing.Shard`). ``verbose=False`` keeps
-    Ray's own progress and log lines and the workers' output off the terminal (see :func:`jobs.common.init_ray`)."""
+    into a run folder of its own inside ``output`` (see :class:`chunker.run.listing.Shard`); with ``role`` the run is
+    one driver of a ``--drivers`` job, whose listing and fit it takes as they are (see :mod:`jobs.drivers`).
+    ``verbose=False`` keeps Ray's own progress and log lines and the workers' output off the terminal (see
+    :func:`jobs.common.init_ray`)."""
     from chunker.index.bulk import ChunkSink
     from chunker.index.embed import Embedder
     from chunker.index.store import ChunkStore, is_server_uri
-    from chunker.intake.sources import join_uri, kind
-    from chunker.run.listing import direct_manifest, write_listing
+    from chunker.intake.sources import kind
+    from chunker.run.layout import child_run
+    from chunker.run.listing import direct_manifest, read_listing, write_listing
 
     timing = RunTiming()
     t0 = timing.t0
@@ -199,32 +209,39 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
         if not is_server_uri(cfg.milvus.uri):
             raise InputError(f"--shard: the shards of a job load one collection at once, which Milvus Lite "
                              f"({cfg.milvus.uri}) cannot share between processes; use a Milvus server (milvus.uri)")
-        out_uri = join_uri(out_uri, shard.name)
+        out_uri = child_run(out_uri, shard.name)
     runstore = RunStore(out_uri)
     runstore.check()  # a missing or unreachable output bucket: one line now, not a traceback from the listing
     h = config_hash(cfg)
     target = store_target(cfg.milvus.uri, cfg.milvus.collection)
     if direct_manifest(input_path) and kind(input_path) != "file":
         raise InputError(f"manifest {input_path!r} does not exist")
-    # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them).
+    # Listing first, before Ray starts: a wrong input fails fast. Only manifests skip it (Ray reads them), and a
+    # driver of a --drivers job, whose listing the job wrote.
     with timing.step("listing"):
-        listed = None if direct_manifest(input_path) else write_listing(input_path, cfg, runstore, shard)
+        if direct_manifest(input_path):
+            listed = None
+        elif role is not None:
+            listed = read_listing(runstore)
+        else:
+            listed = write_listing(input_path, cfg, runstore, shard)
         runstore.clear(ATTEMPTS)  # conversion starts are counted per run
     with timing.step("ray_init"):
         init_ray(cfg, verbose)
-    with timing.step("store_open"):
-        dim = Embedder.dimension(cfg.embed)
-        store = ChunkStore(cfg.milvus, dim)
-    try:  # before any actor starts: what cannot be placed, or cannot work on this cluster, is one clear line
-        fit = check_cluster(cfg, out_uri, input_path)
-    except ClusterFitError:
-        store.close()
-        raise
-    cfg, fit_note = fit.cfg, fit.summary()
-    sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg))
-    ledger = Ledger(out_uri, h, target)
-    commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
+    exit_on_sigterm()  # ray job stop: the finally below runs
+    # From here every way out withdraws the autoscaler request (jobs.claim): an error, SIGTERM, or the end.
+    claim, store, started = Claim(), None, False
     try:
+        with timing.step("store_open"):
+            dim = Embedder.dimension(cfg.embed)
+            store = ChunkStore(cfg.milvus, dim)
+        # Before any actor starts: what cannot be placed, or cannot work on this cluster, is one clear line. A driver
+        # of a --drivers job runs the share of the stages the job fitted.
+        fit = check_cluster(cfg, out_uri, input_path, claim) if role is None else Fit(cfg, [])
+        cfg, fit_note = fit.cfg, fit.summary()
+        sink = ChunkSink(store, cfg.milvus, bulk or _bulk_factory(store, cfg))
+        ledger = Ledger(out_uri, h, target)
+        commit_rows = cfg.milvus.upsert_batch if store.lite else cfg.milvus.bulk_threshold
         with Progress(cfg.ray.status_interval_s, total=listed.entries if listed is not None else None,
                       converted=ConvertedPages(run_key(out_uri, h))) as progress:
             writer = Writer(store, sink, ledger, runstore, h, cfg.converter.max_fallback_share, commit_rows,
@@ -235,6 +252,8 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
             if inputs is not None:
                 ds = build_dataset(cfg, inputs, out_uri, h, force=force, target=target, convert_stage=convert_stage,
                                    embed_stage=embed_stage)
+                started = True
+                _pipeline_starts(claim, role)
                 with timing.step("pipeline"):  # rows flowing in; every other driver step nests inside
                     writer.consume(_timed_rows(ds.iter_rows(), timing))
             writer.flush_doc_rows()
@@ -242,11 +261,12 @@ def run_ingest(cfg: Config, input_path: str, output: str | None = None, force: b
             store.flush()
             collection_rows = store.count()
     finally:
+        claim.withdraw()  # the autoscaler may scale the run's nodes away again
         with timing.step("finish"):
-            store.close()
-            _remove_fetch_caches(out_uri)
-            if fit.asked:
-                request_bundles([])  # the autoscaler may scale the run's nodes away again
+            if store is not None:
+                store.close()
+            if started:
+                _remove_fetch_caches(out_uri)
     t = writer.totals
     dt = time.perf_counter() - t0
     modes = sorted(set(sink.stats.modes))
@@ -276,6 +296,15 @@ def chunk_health(runstore: RunStore) -> dict[str, Any]:
     write_health(runstore, report)
     return {k: report[k] for k in ("chunks", "fragments", "fragment_share", "lead_in_only", "tables",
                                    "column_n_tables", "pathless_tables")}
+
+
+def _pipeline_starts(claim: Claim, role: DriverRole | None) -> None:
+    """The pipeline's own Ray Data requester asks the autoscaler for what it runs from now on: the job's request
+    goes (it would count against the pipeline's share in Ray Data's coordinator, see jobs.claim), and a driver of a
+    --drivers job tells the job so."""
+    claim.withdraw()
+    if role is not None:
+        Path(role.started_file).touch()
 
 
 def _timed_rows(rows: Any, timing: RunTiming) -> Any:
@@ -313,6 +342,9 @@ def print_summary(s: RunSummary) -> None:
         print(f"chunk health: {100 * h['fragment_share']:.1f}% under 250 chars, {h['lead_in_only']} lead-ins alone, "
               f"{h['column_n_tables']} of {h['tables']} tables under 'Column N', {h['pathless_tables']} without a "
               f"column path (chunk_health.txt/.png in the run folder)")
+    if s.drivers:
+        print(f"drivers: {len(s.drivers)}  " + "  ".join(f"{Path(str(d['output'])).name}: {d['documents']} documents, "
+                                                         f"{d['pages_per_s']} pages/s" for d in s.drivers))
     for p in s.problems:
         print(f"  {p['status']:8s} {p['source']}: {p['reason']}")
     if s.problems_total > len(s.problems):
@@ -328,15 +360,29 @@ def main(argv: list[str] | None = None, prog: str = "python -m jobs.ingest") -> 
     p.add_argument("--shard", default=None, metavar="I/N",
                    help="take shard I of N of the inputs (by a hash of each path), into OUTPUT/shard-I-of-N: N jobs "
                         "over the same input share the work, each with a driver of its own (needs a Milvus server)")
+    p.add_argument("--drivers", type=int, default=1, metavar="N",
+                   help="run N driver processes in this job, each over shard I of N of the inputs (OUTPUT/shard-I-"
+                        "of-N): the input listed once, one autoscaler request, one summary; the stage counts of the "
+                        "config are the job's (needs a Milvus server; see cluster/README.md)")
+    p.add_argument("--driver-of-job", default=None, help=argparse.SUPPRESS)  # set by --drivers for its drivers
     p.add_argument("--verbose", action="store_true",
                    help="also show Ray's progress and log lines, worker output and library INFO logs")
     args = p.parse_args(argv)
     setup_logging(args.verbose)
     cfg = load_or_exit(args)
+    role = DriverRole(args.driver_of_job) if args.driver_of_job else None
     try:
         shard = Shard.parse(args.shard) if args.shard else None
+        if args.drivers < 1 or (args.drivers > 1 and shard is not None):
+            raise InputError(f"--drivers {args.drivers}: want N >= 1, and not with --shard (the drivers take the "
+                             f"shards 1/N .. N/N themselves)")
         preflight(cfg)
-        summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose, shard=shard)
+        if args.drivers > 1:
+            summary = RunSummary(**run_drivers(cfg, args.input, args.output, args.drivers, force=args.force,
+                                               verbose=args.verbose))
+        else:
+            summary = run_ingest(cfg, args.input, args.output, force=args.force, verbose=args.verbose, shard=shard,
+                                 role=role)
     except InputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -346,6 +392,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m jobs.ingest") -> 
             raise  # a defect: keep the traceback
         print(f"error: {setup}", file=sys.stderr)
         return 3
+    if role is not None:  # a driver of a --drivers job leaves the summary to the job
+        return ExitCode.OK
     print_summary(summary)
     code = ingest_exit_code(summary.documents, summary.ok, summary.partial, summary.skipped)
     if code != ExitCode.OK:

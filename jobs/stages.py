@@ -30,8 +30,9 @@ from chunker.intake.normalize import kind_of
 from chunker.intake.prepare import prepare
 from chunker.intake.segments import plan_segments
 from chunker.run import faults
-from chunker.run.attempts import (SOLO_AFTER, SoloGate, await_copy, elect, prior_starts, quarantine, record_failed,
-                                  record_finish, record_start)
+from chunker.run.attempts import (alone_deaths, await_copy, elect, prior_starts, quarantine, record_alone,
+                                  record_failed, record_finish, record_start)
+from chunker.run.suspects import SuspectGate, depth, suspect_group
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore, copy_key
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
@@ -70,7 +71,8 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
                              [Problem(Stage.INTAKE, "manifest", row["error"])])
         return [SegmentRow(doc).encode()]
     t0 = time.perf_counter()
-    ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash and not force else None
+    ledger = Ledger(out_uri, cfg_hash, target) if out_uri and cfg_hash else None
+    ask = ledger if not force else None
     version = sources.version_of(row["path"])
     try:
         faults.check("intake", source)
@@ -79,8 +81,10 @@ def intake_rows(row: dict[str, Any], cfg: Config, out_uri: str = "", cfg_hash: s
             # Done as this copy (its absolute URI): another copy of the same bytes being done is not enough.
             copy = sources.absolute_uri(row["path"])
             doc, pdf = prepare(file, cfg.intake, Path(tmp),
-                               skip=(lambda d: ledger.is_done(d, copy)) if ledger else None, version=version,
-                               done=ledger.done_by_uri if ledger else None, cache=fetch_cache(cfg, out_uri))
+                               skip=(lambda d: ask.is_done(d, copy)) if ask else None, version=version,
+                               done=ask.done_by_uri if ask else None, cache=fetch_cache(cfg, out_uri))
+            if pdf and force and ledger is not None:
+                ledger.forget_copy(copy)  # redone: not done until its new rows are in (see Ledger.forget_copy)
             if not pdf:
                 return [SegmentRow(doc, source_version=version).encode()]
             pdf_uri = doc.source_uri
@@ -123,7 +127,7 @@ class ConvertStage:
         self.store = RunStore(out_uri)
         self.timeout_s = cfg.ray.document_timeout_s
         self.cache = fetch_cache(cfg, out_uri)
-        self.gate = SoloGate()
+        self.gate = SuspectGate()
         self.tally = PageTally(run_key(out_uri, cfg_hash))  # pages for the progress line, as each batch is done
         # This actor's start markers in flight, and whether each is converting on the engine right now: what a
         # death is charged to (chunker.run.attempts).
@@ -143,7 +147,8 @@ class ConvertStage:
         actor's process, so that Ray starts a new actor (a new engine) and runs this call and the others in flight
         again (``max_restarts`` / ``max_task_retries``, see jobs.ingest). The death is charged to the segments that
         were converting on the engine; the starts of the others are marked finished first (chunker.run.attempts),
-        so a segment that kills every engine ends ``quarantined`` and its neighbours keep their counts.
+        so a segment that kills every engine ends ``quarantined`` and its neighbours keep their counts; a death with
+        one segment converting is marked as that segment's own.
 
         Raising instead would be an application error: Ray Data does not retry it, and the Dataset, the whole run,
         fails. ``ray.actor.exit_actor()`` is an intended exit, which Ray neither restarts nor retries; a process
@@ -155,9 +160,11 @@ class ConvertStage:
                   "shutting the engine down and leaving the process, so that Ray restarts the actor and retries its "
                   "segments", os.getpid(), exc, charged, len(self.starts) - charged)
         for marker, converting in list(self.starts.items()):
-            if not converting:
-                with suppress(Exception):  # best effort: unmarked, it counts as a death, as after an outright kill
+            with suppress(Exception):  # best effort: unmarked, it counts as a death, as after an outright kill
+                if not converting:
                     record_finish(self.store, marker)
+                elif charged == 1:
+                    record_alone(self.store, marker)  # alone on the engine: the death is its own
         self._close_engine()
         for stream in (sys.stdout, sys.stderr):
             with suppress(Exception):
@@ -183,20 +190,24 @@ class ConvertStage:
 
     async def _one(self, row: SegmentRow) -> None:
         """Convert one segment, counting its starts: a segment that kills its worker every time ends quarantined,
-        one that has lost its worker twice runs alone in this actor, and a copy of bytes another copy is converting
-        in this run takes that copy's batches instead of converting them again (see chunker.run.attempts)."""
+        one that has lost its worker twice runs in a suspect group (chunker.run.suspects), and a copy of bytes another
+        copy is converting in this run takes that copy's batches instead of converting them again (see
+        chunker.run.attempts)."""
         job = row.job
         assert job is not None
         prior = await self._io(row, prior_starts, self.store, job)
-        problem = quarantine(prior, self.cfg.ray.segment_max_attempts)
+        r = self.cfg.ray
+        alone = await self._io(row, alone_deaths, self.store, job) if prior >= r.segment_max_attempts else 0
+        problem = quarantine(prior, r.segment_max_attempts, alone, depth(r.convert_concurrency))
         if problem is not None:
             await self._io(row, record_failed, self.store, job, problem)  # copies waiting for this one stop waiting
             row.fail(problem)
             return
-        solo = prior >= SOLO_AFTER
+        group = suspect_group(job, prior)  # None: an ordinary segment; else its suspect group (chunker.run.suspects)
         marker = ""
+        dead = False
         try:
-            async with self.gate.enter(solo=solo):
+            async with self.gate.enter(group):
                 marker = await self._io(row, record_start, self.store, job)
                 self.starts[marker] = False
                 leader = await self._io(row, elect, self.store, job)
@@ -204,7 +215,7 @@ class ConvertStage:
                     await self._convert(row, marker)
                     await self._finished(row, marker, prior)
                     return
-            # Another copy of these bytes converts them: wait outside the gate (that copy may be here, running alone).
+            # Another copy of these bytes converts them: wait outside the gate (that copy may be here, in a group).
             outcome = await await_copy(self.store, job, leader, self.timeout_s or COPY_WAIT_MAX_S)
             if outcome is not None:
                 if isinstance(outcome, Problem):
@@ -215,16 +226,20 @@ class ConvertStage:
                 return
             log.warning("segment %d of %s: the copy converting the same bytes gave no result in time; converting it "
                         "here", job.segment_index, job.source)
-            async with self.gate.enter(solo=solo):
+            async with self.gate.enter(group):
                 await self._convert(row, marker)
                 await self._finished(row, marker, prior)
+        except EngineDead:
+            dead = True
+            raise
         finally:
-            self.starts.pop(marker, None)
+            if not dead:  # a dead engine's starts stay for _leave, which runs once this has unwound
+                self.starts.pop(marker, None)
 
     async def _finished(self, row: SegmentRow, marker: str, prior: int) -> None:
         """Close this start: a failed conversion says why (for the copies waiting on it); a finished one is marked
         only when the segment has lost a worker before (one more small file; a first start that finished and then
-        lost its result counts once, and shared starts are bounded by SOLO_AFTER anyway)."""
+        lost its result counts once, and shared starts are bounded by SUSPECT_AFTER anyway)."""
         job = row.job
         assert job is not None
         if row.facts is not None and row.facts.failed:
@@ -249,9 +264,16 @@ class ConvertStage:
             try:
                 batches = await convert_segment(self.converter, job, self.cfg, source_path=local,
                                                 timeout_s=self.timeout_s, on_batch=self.tally)
-            finally:
+            except EngineDead:
+                # The flag stays: _leave runs after this unwinds, and the segment whose request took the engine
+                # down is the first to get here; clearing it would charge the death to everyone but that one.
+                raise
+            except BaseException:
                 self.starts[marker] = False
+                raise
+            finally:
                 self.tally.flush()
+            self.starts[marker] = False
         if isinstance(batches, Problem):
             row.fail(batches)
             return

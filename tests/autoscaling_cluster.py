@@ -70,8 +70,13 @@ def autoscaling_config(gcs_port: int, head: dict[str, float], workers: dict[str,
 
 @contextmanager
 def autoscaling_cluster(workers: dict[str, dict[str, Any]], head_cpus: int = 2,
-                        env: dict[str, str] | None = None) -> Iterator[RunningCluster]:
-    """Start the head (``head_cpus`` CPUs, no GPU) with ``workers`` node types; stop all of it afterwards."""
+                        env: dict[str, str] | None = None, hide_config: bool = False) -> Iterator[RunningCluster]:
+    """Start the head (``head_cpus`` CPUs, no GPU) with ``workers`` node types; stop all of it afterwards.
+
+    ``hide_config``: once the autoscaler has read its config, move the file away, so a job on the head cannot read
+    the node types (KubeRay's case: its autoscaler reads the RayCluster from a sidecar). The running autoscaler keeps
+    the config it read (ray/autoscaler/_private/autoscaler.py, ``reset(errors_fatal=False)`` logs a config it cannot
+    read again and goes on with the last one)."""
     gcs, dash, client, agent, agent_grpc, rtenv, metrics = free_ports(7)
     temp = tempfile.mkdtemp(prefix="rayas", dir="/tmp")  # short: Ray's socket paths have a length limit
     config = Path(temp) / "autoscaling.json"
@@ -89,9 +94,24 @@ def autoscaling_cluster(workers: dict[str, dict[str, Any]], head_cpus: int = 2,
            "--disable-usage-stats"]
     try:
         subprocess.run(cmd, env=full, check=True, capture_output=True, timeout=180)
+        if hide_config:
+            _hide_after_first_read(gcs, temp, config, full)
         yield RunningCluster(f"127.0.0.1:{gcs}", temp, full)
     finally:
         stop_processes_naming(temp)
+
+
+def _hide_after_first_read(gcs: int, temp: str, config: Path, env: dict[str, str]) -> None:
+    """Wait until the autoscaler reports its node types (it has read the config), then move the config away."""
+    probe = ("import json, sys, time, ray; from ray.experimental.internal_kv import _internal_kv_get; "
+             "ray.init(address=sys.argv[1], log_to_driver=False, logging_level='ERROR'); t = time.time()\n"
+             "while time.time() - t < 120:\n"
+             "    s = json.loads(_internal_kv_get('__autoscaling_status') or b'{}')\n"
+             "    if (s.get('autoscaler_report') or {}).get('node_type_mapping'): break\n"
+             "    time.sleep(0.5)")
+    subprocess.run([str(VENV_BIN / "python"), "-c", probe, f"127.0.0.1:{gcs}"], env=env, check=True,
+                   capture_output=True, timeout=180)
+    config.rename(Path(temp) / "autoscaling.hidden")
 
 
 def stop_processes_naming(temp: str) -> None:

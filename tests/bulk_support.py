@@ -7,6 +7,7 @@ Imported by tests/test_bulk*.py (tests/ is on sys.path under pytest).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -64,9 +65,12 @@ def server_cfg(url: str, **kw: Any) -> MilvusConfig:
 
 
 class ImportAPI:
-    """Milvus' REST v2 import endpoints as documented (POST /v2/vectordb/jobs/import/create, .../describe):
+    """Milvus' REST v2 import endpoints as documented (POST /v2/vectordb/jobs/import/create, .../describe, .../list):
     HTTP 401 with code 1800 without the right bearer token, {"code": 0, "data": ...} otherwise, a non-zero code
-    for an unknown collection. Each job walks through a scripted list of describe answers."""
+    for an unknown collection. Each job walks through a scripted list of describe answers, whose ``details`` name
+    its files (one entry per file group, ``fileName`` the group's files joined by commas). ``answer_delay_s`` holds
+    a create's answer back that long after the job is made (with ``create_on_timeout=False`` it makes no job and drops
+    the connection without answering)."""
 
     def __init__(self, collections: set[str], script: list[dict[str, Any]]) -> None:
         from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -76,6 +80,9 @@ class ImportAPI:
         self.script = script
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self.jobs: dict[str, int] = {}
+        self.files: dict[str, list[list[str]]] = {}
+        self.answer_delay_s = 0.0
+        self.create_on_timeout = True
         self.hiccups = 0  # describe calls answered with HTTP 503 before the real answer
         api = self
 
@@ -88,12 +95,20 @@ class ImportAPI:
                 body = json.loads(raw or b"{}")
                 api.requests.append((self.path, self.headers.get("Authorization", ""), body))
                 status, answer = api.answer(self.path, self.headers.get("Authorization", ""), body)
+                if self.path.endswith("/create") and api.answer_delay_s:
+                    if not api.create_on_timeout:
+                        self.close_connection = True  # dropped without an answer, and without a job
+                        return
+                    time.sleep(api.answer_delay_s)  # the client has given up by now
                 data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # a late answer whose client has gone, as the test meant
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -107,8 +122,15 @@ class ImportAPI:
             if body.get("collectionName") not in self.collections:
                 return 200, {"code": 100, "message": f"collection not found[collection={body.get('collectionName')}]"}
             job_id = str(448707763884413158 + len(self.jobs))
+            if self.answer_delay_s and not self.create_on_timeout:
+                return 200, {"code": 0, "data": {"jobId": job_id}}  # never made, never answered (see do_POST)
             self.jobs[job_id] = 0
+            self.files[job_id] = body.get("files") or []
             return 200, {"code": 0, "data": {"jobId": job_id}}
+        if path == "/v2/vectordb/jobs/import/list":
+            records = [{"collectionName": body.get("collectionName"), "jobId": j, "progress": 0,
+                        "state": self.script[min(n, len(self.script) - 1)]["state"]} for j, n in self.jobs.items()]
+            return 200, {"code": 0, "data": {"records": records}}
         if path == "/v2/vectordb/jobs/import/describe":
             if self.hiccups:
                 self.hiccups -= 1
@@ -119,8 +141,10 @@ class ImportAPI:
                                                  "reason": f"import job does not exist, jobID={job_id}"}}
             step = self.script[min(self.jobs[job_id], len(self.script) - 1)]
             self.jobs[job_id] += 1
+            details = [{"fileName": ",".join(group), "fileSize": 1024, "state": step["state"]}
+                       for group in self.files.get(job_id, [])]
             return 200, {"code": 0, "data": {"collectionName": "chunks", "jobId": job_id, "completeTime": "",
-                                             "importedRows": 0, "totalRows": 0, "fileSize": 1024, "details": [],
+                                             "importedRows": 0, "totalRows": 0, "fileSize": 1024, "details": details,
                                              "reason": "", **step}}
         return 404, {"code": 404, "message": f"no route {path}"}
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from ray_support import ray_runtime_fixture  # tests/ is on sys.path under pytest (rootdir conftest)
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 _BUCKETS = itertools.count()  # a fresh bucket per test: no test sees another's objects
 
@@ -33,18 +35,9 @@ def shared_data() -> Path:
     return path
 
 
-@pytest.fixture(scope="module")
-def ray_local():
-    """A local Ray runtime for the tests of one module (ray.init ~5 s): 4 logical CPUs on any machine, no dashboard,
-    the workers' output kept off the test's terminal; shut down when the module is done."""
-    import os
-
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+# A local Ray runtime for the tests of one module (tests/ray_support.py): 4 logical CPUs, no dashboard, the workers'
+# output kept off the test's terminal.
+ray_local = ray_runtime_fixture()
 
 
 @pytest.fixture(scope="session")

@@ -62,3 +62,15 @@ def lite_server(data_dir: Path, start_timeout_s: float = 60.0) -> Iterator[tuple
                 proc.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+
+def server_fixture(folder: str):  # noqa: ANN201 - a pytest fixture
+    """A module-scoped fixture: one server (data in a fresh ``folder`` under the session's temp root) that the module's
+    tests share; it yields the server's URI."""
+
+    @pytest.fixture(scope="module")
+    def fixture(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+        with lite_server(tmp_path_factory.mktemp(folder)) as (uri, _proc):
+            yield uri
+
+    return fixture

@@ -1,11 +1,13 @@
 """Conversion starts are counted per segment in the run folder, across processes; a segment that keeps killing its
-worker is quarantined, and after two deaths it runs alone so that only its own crash counts."""
+worker is quarantined once a death is known to be its own, and after two deaths segments run in suspect groups that
+halve with every further death."""
 
 from __future__ import annotations
 
 import asyncio
 
-from chunker.run.attempts import SOLO_AFTER, SoloGate, prior_starts, quarantine, record_finish, record_start
+from chunker.run.attempts import prior_starts, quarantine, record_finish, record_start
+from chunker.run.suspects import SUSPECT_AFTER, SuspectGate, depth, suspect_group
 from chunker.run.layout import ATTEMPTS, RunStore
 from chunker.types import SegmentJob
 
@@ -40,28 +42,60 @@ def test_a_start_that_finished_is_not_a_death(tmp_path):
     assert prior_starts(store, job) == 0
 
 
-def test_a_solo_segment_runs_alone_and_is_not_starved():
-    gate = SoloGate()
+def test_a_suspect_group_has_the_engine_to_itself_and_is_not_starved():
+    gate = SuspectGate()
     log: list[tuple[str, str]] = []
     running: set[str] = set()
+    a, b = (1, 0), (1, 1)
 
-    async def seg(name: str, solo: bool, delay: float) -> None:
+    async def seg(name: str, group, delay: float) -> None:  # noqa: ANN001
         await asyncio.sleep(delay)
-        async with gate.enter(solo):
+        async with gate.enter(group):
             running.add(name)
             log.append((name, ",".join(sorted(running))))
             await asyncio.sleep(0.02)
             running.discard(name)
 
     async def main() -> None:
-        await asyncio.gather(*(seg(f"s{i}", False, 0.001 * i) for i in range(4)), seg("solo", True, 0.005),
-                             *(seg(f"late{i}", False, 0.01) for i in range(3)))
+        await asyncio.gather(*(seg(f"s{i}", None, 0.001 * i) for i in range(4)),
+                             seg("a1", a, 0.005), seg("a2", a, 0.006), seg("b1", b, 0.007),
+                             *(seg(f"late{i}", None, 0.01) for i in range(3)))
 
     asyncio.run(main())
-    assert dict(log)["solo"] == "solo", "nothing else runs beside a solo segment"
+    seen = dict(log)
+    assert {seen["a1"], seen["a2"]} <= {"a1", "a1,a2", "a2"}, "a group runs together, nothing else beside it"
+    assert seen["b1"] == "b1", "one group at a time"
     order = [n for n, _ in log]
-    assert all(order.index("solo") < order.index(f"late{i}") for i in range(3)), "a waiting solo is not starved"
-    assert SOLO_AFTER == 2
+    assert all(order.index(g) < order.index(f"late{i}") for g in ("a1", "b1") for i in range(3)), "not starved"
+
+
+def test_every_further_death_halves_the_poison_segments_group():
+    """80 segments die together twice with one poison among them: their groups halve with each death of the
+    poison's group, so it is alone after about log2(80) more deaths, not after 80 solo runs."""
+    jobs = [SegmentJob(f"d{i}", f"/in/{i}.pdf", f"{i}.pdf", 64, 0, 1, 1, 64, 1, 4) for i in range(80)]
+    assert suspect_group(jobs[0], SUSPECT_AFTER - 1) is None
+    deaths = {j.doc_id: SUSPECT_AFTER for j in jobs}
+    poison = jobs[17]
+    extra = 0
+    while True:
+        mates = [j for j in jobs if suspect_group(j, deaths[j.doc_id]) == suspect_group(poison, deaths[poison.doc_id])]
+        if len(mates) == 1:
+            break
+        for j in mates:  # the poison's group dies together
+            deaths[j.doc_id] += 1
+        extra += 1
+        assert extra <= 20
+    assert extra <= depth(80) + 3, extra
+    cleared = [j for j in jobs if deaths[j.doc_id] == SUSPECT_AFTER]
+    assert len(cleared) >= 35, "about half never died again: their group converted together at the first level"
+
+
+def test_shared_deaths_quarantine_only_with_an_own_death_or_far_past_the_bound():
+    assert quarantine(4, 4, alone=0, depth=7) is None, "four deaths shared with others say nothing about whose"
+    assert quarantine(4, 4, alone=1, depth=7).code == "quarantined"
+    assert quarantine(11, 4, alone=0, depth=7).code == "quarantined", "a worker killed outright still ends"
+    assert quarantine(3, 4, alone=3, depth=7) is None
+    assert "1 of them with it alone" in quarantine(5, 4, alone=1, depth=7).message
 
 
 # ------------------------------------------------------------------ copies of the same bytes

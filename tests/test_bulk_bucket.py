@@ -1,5 +1,6 @@
 """The bulk bucket on a real S3 server (moto): the probe when the sink is built, files uploaded and imported, and
-import files that lack rows (a failed upload, a flush that loses rows) failing the commit before any delete."""
+import files that lack rows (a failed upload, a flush that loses rows) caught before any delete; such a commit is
+upserted instead."""
 
 from __future__ import annotations
 
@@ -65,7 +66,9 @@ def test_files_uploaded_to_the_bulk_bucket_are_imported(s3, lite_store):
     assert [f for group in files for f in group] == [k for k in _keys(server, bucket) if k.endswith(".parquet")]
 
 
-def test_a_failed_upload_fails_the_commit_with_its_cause_before_anything_is_deleted(s3, lite_store):
+def test_a_failed_upload_loads_the_commit_by_upserts_instead(s3, lite_store, caplog):
+    """Nothing was deleted yet when the files turn out incomplete, so the commit's rows go in by upserts (idempotent
+    by chunk_id) and the run goes on; it used to stop the whole run (BulkWriteError was a setup error)."""
     server, bucket = s3
     lite_store.upsert(*chunk_batch(12))  # a re-run: the batch's IDs are in the collection already
     api = ImportAPI({"chunks"}, DONE)
@@ -73,15 +76,16 @@ def test_a_failed_upload_fails_the_commit_with_its_cause_before_anything_is_dele
         cfg = _moto_cfg(api.url, server, bucket)
         sink = ChunkSink(lite_store, cfg, lambda: PymilvusBulkOps(lite_store, cfg), sleep=lambda s: None)
         server.client().delete_bucket(Bucket=bucket)  # gone after the probe: every upload fails
-        sink.add(*chunk_batch(12))
-        with pytest.raises(BulkWriteError) as err:
-            sink.commit()
+        c, v = chunk_batch(12)
+        sink.add(c, v + 1.0)  # new vectors for the same IDs: the upserts must replace the old rows
+        assert sink.commit() == "upsert"
     finally:
         api.close()
-    msg = str(err.value)
-    assert "put 0 of 12 rows" in msg and "nothing was deleted or imported" in msg and "doesn't exist" in msg, msg
-    assert lite_store.count() == 12, "no ID was deleted for rows that were never written"
     assert api.requests == [], "no import was started"
+    assert sink.stats.write_fallbacks == 1 and sink.stats.upserted == 12 and not sink.take_refused()
+    assert lite_store.count() == 12, "every row there once, none lost, none doubled"
+    assert "put 0 of 12 rows" in caplog.text and "doesn't exist" in caplog.text, "the cause is logged"
+    assert "loaded by upserts instead" in caplog.text
 
 
 # pymilvus raises the failed flush in its own thread (that is the defect the check exists for): pytest sees it.

@@ -98,3 +98,20 @@ def test_the_command_reads_a_run_folder_and_writes_the_report(tmp_path: Path, ca
     # Not a run folder: one line, exit 2.
     assert health_job.main([str(tmp_path / "nothing")]) == 2
     assert "no chunks/ parts" in capsys.readouterr().err
+
+
+def test_a_drivers_job_adds_its_drivers_health_up() -> None:
+    from chunker.run.drivers import merge_summaries
+
+    def part(chunks: int, fragments: int, tables: int) -> dict:
+        return {"documents": 1, "pages": 3, "output": f"shard-{chunks}", "timing": {},
+                "health": {"chunks": chunks, "fragments": fragments, "fragment_share": fragments / chunks,
+                           "lead_in_only": 0, "tables": tables, "column_n_tables": 1, "pathless_tables": 0}}
+
+    out = merge_summaries([part(100, 10, 4), part(300, 2, 6)], seconds=2.0, collection_rows=400, output="o",
+                          cluster="", settings={})
+    h = out["health"]
+    assert (h["chunks"], h["fragments"], h["tables"], h["column_n_tables"]) == (400, 12, 10, 2)
+    assert h["fragment_share"] == 0.03  # over all chunks, not the mean of the drivers' shares
+    assert "health" not in merge_summaries([{"documents": 1, "timing": {}}], seconds=1.0, collection_rows=0,
+                                           output="o", cluster="", settings={})

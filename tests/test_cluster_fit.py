@@ -154,7 +154,7 @@ def test_an_autoscaling_cluster_is_fitted_against_what_it_can_become():
 
 
 def test_the_autoscaler_is_asked_and_waited_for_then_the_stages_are_fitted_to_the_nodes_that_came():
-    from chunker.run.cluster import fit_cluster
+    from chunker.run.autoscale import fit_cluster
 
     cfg = _gpu_cfg()
     worker = {"CPU": 2.0, "GPU": 1.0}
@@ -179,7 +179,7 @@ def test_the_autoscaler_is_asked_and_waited_for_then_the_stages_are_fitted_to_th
 
 
 def test_a_slow_autoscaler_starts_the_run_when_its_node_types_can_hold_it_and_unknown_types_are_refused():
-    from chunker.run.cluster import fit_cluster
+    from chunker.run.autoscale import fit_cluster
 
     cfg = _gpu_cfg()
     now = [0.0]
@@ -248,3 +248,94 @@ def test_an_autoscaler_is_told_from_rays_read_only_mirror_of_a_fixed_cluster(mon
     assert _autoscaler_running()
     status({"ab12": "node_pool"})  # a group that happens to be called node_...
     assert _autoscaler_running()
+
+
+# ------------------------------------------------------------------ node types unknown (KubeRay without ray.node_types)
+
+
+def test_an_autoscaler_with_unknown_node_types_is_judged_a_multi_node_cluster():
+    """The head alone, GPU group at 0 and its types unknown: the workers will come, so the one-machine settings of
+    the 7B config (local output folder, Milvus Lite) are refused at once, not found out on the workers."""
+    from chunker.run.cluster import potential_nodes
+
+    cfg = load_config(REPO / "configs" / "qwen2.5-vl-7b.yaml")
+    nodes = potential_nodes([HEAD], [], cfg)
+    assert nodes > 1
+    problems = multi_node_problems(cfg, cfg.output.dir, nodes, "./pdfs")
+    assert len(problems) == 3 and "output.dir" in problems[0] and "Milvus Lite" in problems[1]
+    assert potential_nodes([HEAD], None, cfg) == 1, "a fixed one-node cluster stays one machine"
+
+
+def _clock():
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    return now, sleep
+
+
+def test_unknown_node_types_stop_waiting_once_the_scaled_stages_fit_the_nodes_that_came():
+    """The stages reserve more CPU than head + GPU workers have (scaled down to fit, ray.fit_to_cluster): the wait
+    ends when the GPU workers are there at 2 s, not after the whole ray.autoscale_wait_s."""
+    from chunker.run.autoscale import fit_cluster
+
+    cfg = _gpu_cfg("ray.stage_num_cpus=1.5")  # 2 x (1.5 CPU, 1 GPU) + plan 1.5 + embed 1.5 + intake 1 > 6 CPU
+    worker = {"CPU": 2.0, "GPU": 1.0}
+    now, sleep = _clock()
+    asked: list = []
+    fit = fit_cluster(cfg, [HEAD], [], get_nodes=lambda: [HEAD, worker, worker], request=asked.append,
+                      say=lambda s: None, timeout_s=900, sleep=sleep, clock=lambda: now[0], poll_s=2)
+    assert now[0] <= 2 and fit.asked and not fit.waiting, now[0]
+    assert fit.scale < 1 and "scaled" in fit.note
+    # Only what no scaling can make fit is asked for: the GPU actors' bundles, no CPU-only bundle that could bring
+    # a GPU pod of its own on a cluster whose only group has GPUs.
+    assert asked == [[{"CPU": 1.5, "GPU": 1.0}] * 2], asked
+
+
+def test_unknown_node_types_scale_a_cpu_shortfall_onto_the_gpu_nodes_there_instead_of_asking():
+    from chunker.run.autoscale import fit_cluster
+
+    cfg = _gpu_cfg("ray.stage_num_cpus=1.5")
+    worker = {"CPU": 2.0, "GPU": 1.0}
+    asked: list = []
+    fit = fit_cluster(cfg, [HEAD, worker, worker], [], get_nodes=lambda: [HEAD, worker, worker],
+                      request=asked.append, say=lambda s: None, timeout_s=900)
+    assert asked == [] and fit.scale < 1 and not fit.waiting
+
+
+def test_gpus_other_jobs_hold_are_waited_for_not_counted_free():
+    """Another shard's actors hold the cluster's two GPUs: on an autoscaling cluster this run asks for its own
+    nodes and waits for them; on a fixed cluster it says its actors wait for those GPUs."""
+    from chunker.run.autoscale import fit_cluster
+
+    cfg = _gpu_cfg()
+    held = {"CPU": 2.0, "GPU": 1.0, "GPU_free": 0.0}
+    now, sleep = _clock()
+    asked: list = []
+    arrivals = [[HEAD, held, held], [HEAD, held, held, {"CPU": 2.0, "GPU": 1.0, "GPU_free": 1.0},
+                                     {"CPU": 2.0, "GPU": 1.0, "GPU_free": 1.0}]]
+    fit = fit_cluster(cfg, [HEAD, held, held], [NodeType("gpu", 2.0, 1.0, 4)], get_nodes=lambda: arrivals.pop(0),
+                      request=asked.append, say=lambda s: None, timeout_s=60, sleep=sleep, clock=lambda: now[0])
+    assert asked and fit.asked and not fit.waiting
+    fixed = fit_cluster(cfg, [HEAD, held, held], None, get_nodes=lambda: [], request=asked.append,
+                        say=lambda s: None, timeout_s=60)
+    assert fixed.waiting and "2 of the cluster's GPUs are held by other jobs' actors" in fixed.summary()
+
+
+def test_the_drivers_of_one_job_are_fitted_together():
+    from chunker.run.drivers import driver_configs, job_config
+
+    cfg = _gpu_cfg("ray.convert_actors=4")
+    job, notes = job_config(cfg, 2)
+    assert (job.ray.convert_actors, job.ray.plan_actors, job.ray.embed_actors) == (4, 2, 2)
+    assert len(notes) == 2 and "one per driver" in notes[0]
+    demands = stage_demands(job, drivers=2)
+    assert [d.count for d in demands] == [4, 2, 2, 2], "an intake slot per driver"
+    four = [HEAD] + [{"CPU": 2.0, "GPU": 1.0}] * 4
+    fit = fit_stages(job, four, drivers=2)
+    parts = driver_configs(fit.cfg, 2)
+    assert [p.ray.convert_actors for p in parts] == [2, 2] and [p.ray.plan_actors for p in parts] == [1, 1]
+    assert all(p.ray.stage_num_cpus == fit.cfg.ray.stage_num_cpus for p in parts)
+    with pytest.raises(Exception, match="ray.convert_actors=1 gives some driver no conversion actor"):
+        job_config(_gpu_cfg("ray.convert_actors=1"), 2)

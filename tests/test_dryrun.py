@@ -17,6 +17,7 @@ from chunker.types import SegmentJob
 from jobs.bench.corpus import blank_corpus, blank_pdf
 from jobs.bench.cpu import THREAD_KINDS, ThreadSampler
 from jobs.bench.dryrun import REPORTED_KINDS, ceiling_fit, figures
+from jobs.bench.dryrun_drivers import job_fit
 from jobs.bench.dryrun_run import area_of
 from jobs.bench.instant import InstantConverter, hash_vectors
 
@@ -137,6 +138,27 @@ def test_the_fit_finds_base_and_cost_per_page() -> None:
     assert "note" in ceiling_fit(runs[:1])
 
 
+def test_the_jobs_ceiling_counts_a_drivers_base_apart_from_contention() -> None:
+    fit = {"pages_per_s": 225.0, "base_cores": 0.1, "cpu_ms_per_page": 4.0}  # one core at 225 pages/s
+    single = {"driver_cpu_ms_per_doc": 44.0}
+
+    def two(per_page_ms: float) -> dict:
+        # each driver at 100 pages/s: the base plus its cost per page, as its CPU share
+        d = {"cpu_ms_per_doc": 50.0, "cpu_share": 0.1 + per_page_ms / 1000 * 100, "pages_per_s": 100.0}
+        return {"drivers": 2, "per_driver": [d, dict(d)]}
+
+    # Same cost per page as alone: more CPU per document at half the rate each (the base), which is not contention.
+    quiet = job_fit(fit, single, two(4.0))
+    assert quiet["cpu_ratio"] == 1.0 and not quiet["slow_each_other"] and quiet["pages_per_s_job"] == 450.0
+    # Twice the cost per page beside each other: they slow each other, and each driver's core carries half the pages.
+    busy = job_fit(fit, single, two(8.0))
+    assert busy["cpu_ratio"] == 2.0 and busy["slow_each_other"] and busy["pages_per_s_job"] == 225.0
+    # Without a window of rows, the per-document ratio to one driver alone stands in.
+    bare = {"drivers": 2, "per_driver": [{"cpu_ms_per_doc": 55.0}, {"cpu_ms_per_doc": 55.0}]}
+    assert job_fit(fit, single, bare)["cpu_ratio"] == 1.25
+    assert "note" in job_fit({"note": "no fit"}, single, two(4.0))
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_the_tiny_dry_run_reports_every_figure(tmp_path: Path) -> None:
@@ -177,3 +199,11 @@ def test_the_tiny_dry_run_reports_every_figure(tmp_path: Path) -> None:
         assert section in md
     assert all(r["driver_threads_note"] in md for r in runs.values() if not r["driver_threads_measured"])
     assert (out / "dryrun_ceiling.png").stat().st_size > 1000
+    # Two drivers in one job: every document once, each driver's own CPU per document, the job's line in the report.
+    d = rep["drivers_run"]
+    assert "failed" not in d, d
+    assert d["documents"] == 8 and d["failed"] == 0 and d["collection_rows"] == d["chunks"] > 0
+    assert [p["output"] for p in d["per_driver"]] == ["shard-1-of-2", "shard-2-of-2"]
+    assert sum(p["documents"] for p in d["per_driver"]) == 8
+    assert all(p["cpu_ms_per_doc"] is None or p["cpu_ms_per_doc"] > 0 for p in d["per_driver"])
+    assert "pages_per_s_job" in rep["fit"] and "2 drivers in one job" in md

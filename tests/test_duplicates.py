@@ -5,9 +5,7 @@ skipped because another copy is done. Real Ray Data, Milvus Lite, the pdf-text c
 from __future__ import annotations
 
 import asyncio
-import os
 import shutil
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,20 +13,12 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage
+from ray_support import ray_runtime_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-    import ray.cloudpickle
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the stage subclass travels by value
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_runtime = ray_runtime_fixture(by_value=__name__)
 
 
 class CountingStage(ConvertStage):

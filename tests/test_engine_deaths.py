@@ -5,6 +5,7 @@ dies with 16 segments in flight finishes with nothing quarantined and its concur
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage
+from ray_support import ray_runtime_fixture
 
 # ------------------------------------------------------------------ the restart waits for GPU memory
 
@@ -114,6 +116,14 @@ DOCS, PAGES = 8, 4  # two segments of two pages each: 16 segments
 IN_FLIGHT = 16
 
 
+def busy_engine(cfg):  # noqa: ANN001, ANN201 - the simulated backend
+    """The simulated engine at 0.25 s a request at most: requests pile up, as on a busy GPU."""
+    from chunker.backends.simulated import EngineSpec, SimulatedBackend
+
+    return SimulatedBackend(cfg.converter.model, max_images=cfg.intake.batch_pages, max_side_px=cfg.render.max_side_px,
+                            spec=EngineSpec(seq_decode_tokens_per_s=4000.0, max_num_seqs=32), time_scale=0.5)
+
+
 class DyingEngineStage(ConvertStage):
     """The simulated engine behind a wrapper that dies once (a marker file in the run folder), when 16 requests are in
     flight at once, as a vLLM engine core that is killed fails every request it holds. Each actor process notes the
@@ -121,14 +131,10 @@ class DyingEngineStage(ConvertStage):
 
     def __init__(self, *args: object, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)
-        from chunker.backends.simulated import EngineSpec, SimulatedBackend
         from chunker.convert.factory import make_converter
 
         cfg = self.cfg
-        # 0.25 s a request at most: requests pile up, as on a busy GPU.
-        inner = SimulatedBackend(cfg.converter.model, max_images=cfg.intake.batch_pages,
-                                 max_side_px=cfg.render.max_side_px, spec=EngineSpec(seq_decode_tokens_per_s=4000.0,
-                                                                                     max_num_seqs=32), time_scale=0.5)
+        inner = busy_engine(cfg)
         root = Path(self.store.root)
         marker = root / "engine-killed"
         peaks = root / "peaks"
@@ -164,35 +170,33 @@ class DyingEngineStage(ConvertStage):
         self.converter = make_converter(cfg, self.cfg_hash, backend=Dying())
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-    import ray.cloudpickle
+ray_runtime = ray_runtime_fixture(by_value=__name__)
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])  # the stage subclass travels by value
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+
+def _run_on_one_engine(tmp_path: Path, docs: int, seed: int, in_flight: int, stage: type):  # noqa: ANN202
+    """``docs`` documents of two two-page segments through one conversion actor with ``in_flight`` chains, into
+    ``tmp_path/run``."""
+    from chunker.eval.synthetic import write_document
+    from jobs.ingest import run_ingest
+
+    corpus = tmp_path / "docs"
+    for k in range(docs):
+        write_document(corpus / f"doc-{k}.pdf", PAGES, seed=seed + k, title=f"Manual {k}")
+    cfg = load_config("configs/local.yaml", [
+        f"milvus.uri={tmp_path / 'm.db'}", "converter.backend=simulated", "render.max_side_px=448",
+        "intake.segment_pages=2", "intake.segment_overlap_pages=0", "intake.batch_pages=1",
+        "ray.convert_actors=1", f"ray.convert_concurrency={in_flight}", "ray.status_interval_s=5",
+        "converter.page_timeout_s=60", "ray.document_timeout_s=300"])
+    return run_ingest(cfg, str(corpus), str(tmp_path / "run"), convert_stage=stage)
 
 
 @pytest.mark.ray
 @pytest.mark.slow
 def test_an_engine_killed_with_16_segments_in_flight(ray_runtime, tmp_path):
-    from chunker.eval.synthetic import write_document
     from chunker.run.layout import ATTEMPTS
-    from jobs.ingest import run_ingest
 
-    corpus = tmp_path / "docs"
-    for k in range(DOCS):
-        write_document(corpus / f"doc-{k}.pdf", PAGES, seed=40 + k, title=f"Manual {k}")
     run = tmp_path / "run"
-    cfg = load_config("configs/local.yaml", [
-        f"milvus.uri={tmp_path / 'm.db'}", "converter.backend=simulated", "render.max_side_px=448",
-        "intake.segment_pages=2", "intake.segment_overlap_pages=0", "intake.batch_pages=1",
-        "ray.convert_actors=1", f"ray.convert_concurrency={IN_FLIGHT}", "ray.status_interval_s=5",
-        "converter.page_timeout_s=60", "ray.document_timeout_s=300"])
-    s = run_ingest(cfg, str(corpus), str(run), convert_stage=DyingEngineStage)
+    s = _run_on_one_engine(tmp_path, DOCS, 40, IN_FLIGHT, DyingEngineStage)
     assert (run / "engine-killed").exists(), "the engine never died"
     assert (s.documents, s.ok, s.failed) == (DOCS, DOCS, 0), s.problems  # nothing innocent is quarantined
     # Charged once: no segment's count reached the solo threshold, so none ran alone afterwards.
@@ -206,3 +210,88 @@ def test_an_engine_killed_with_16_segments_in_flight(ray_runtime, tmp_path):
     peaks = {p.name: int(p.read_text()) for p in (run / "peaks").iterdir()}
     assert len(peaks) == 2, f"one actor before the death, one after: {peaks}"
     assert min(peaks.values()) >= 8, peaks
+
+
+# ------------------------------------------------------------------ one poison segment among many
+
+
+POISON = "doc-3.pdf"  # its first segment takes down whichever engine converts it
+POISON_DOCS = 16  # 32 segments, all on the engine at once
+
+
+class PoisonedEngine:
+    """The engine in front of the simulated one: whatever it holds fails once the poison segment's request is on it."""
+
+    name = "simulated"
+
+    def __init__(self, inner, converting, marks: Path) -> None:  # noqa: ANN001
+        self.inner, self.model, self.converting, self.marks = inner, inner.model, converting, marks
+        self.dead = False
+
+    async def generate(self, request):  # noqa: ANN001, ANN201
+        from chunker.backends.base import EngineDead
+
+        for wait in (0.4, 0.0):  # before and after a pause that lets the other chains onto the engine too
+            if self.dead:
+                raise EngineDead("vLLM engine is dead (test)")
+            await asyncio.sleep(wait)
+        if self.converting.get() == f"{POISON}#0":
+            self.dead = True
+            (self.marks / f"death-{time.time_ns()}").write_text("")
+            raise EngineDead("vLLM engine is dead (test: a poison page)")
+        return await self.inner.generate(request)
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class PoisonEngineStage(ConvertStage):
+    """The simulated engine behind a wrapper that dies whenever the poison segment's pages are on it (as a page that
+    crashes vLLM would), failing every request it holds; the death marker of each death is a file. Each segment that
+    converted with no other segment converting beside it leaves an ``alone`` marker."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)
+        from chunker.convert.factory import make_converter
+
+        cfg = self.cfg
+        inner = busy_engine(cfg)
+        root = Path(self.store.root)
+        self.marks = root / "marks"
+        self.marks.mkdir(exist_ok=True)
+        # Made here, in the actor: the test module travels to it by value, and a ContextVar does not pickle.
+        self.converting = contextvars.ContextVar("converting", default="")
+        self.active = 0
+        self.peak: dict[str, int] = {}
+        self.converter = make_converter(cfg, self.cfg_hash, backend=PoisonedEngine(inner, self.converting, self.marks))
+
+    async def _convert(self, row, marker):  # noqa: ANN001, ANN202
+        key = f"{row.job.source}#{row.job.segment_index}"
+        self.converting.set(key)
+        self.active += 1
+        self.peak = {k: max(v, self.active) for k, v in self.peak.items()}
+        self.peak[key] = self.active
+        try:
+            await super()._convert(row, marker)
+        finally:
+            self.active -= 1
+        if not (row.facts is not None and row.facts.failed) and self.peak.pop(key, 2) == 1:
+            (self.marks / f"alone-{key}").write_text("")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_one_poison_segment_is_found_without_running_its_neighbours_one_by_one(ray_runtime, tmp_path):
+    """32 segments converting on one engine, one of them poison. Two deaths make all of them suspects; they used to
+    run one at a time from then on (every innocent one alone on the GPU) until the poison one was quarantined. Now
+    the suspects run in halving groups: the poison one is isolated in a few deaths, the others convert together (a
+    few end up alone: the innocent half of the poison's last groups, and stragglers at the end of the run)."""
+    run = tmp_path / "run"
+    s = _run_on_one_engine(tmp_path, POISON_DOCS, 60, 2 * POISON_DOCS, PoisonEngineStage)
+    assert (s.documents, s.ok, s.partial, s.failed) == (POISON_DOCS, POISON_DOCS - 1, 1, 0), s.problems
+    [problem] = s.problems
+    assert problem["source"] == POISON and problem["code"] == "quarantined", problem
+    deaths = len(list((run / "marks").glob("death-*")))
+    alone = sorted(p.name for p in (run / "marks").glob("alone-*"))
+    assert deaths <= 2 + 5 + 3, f"{deaths} engine deaths: two, then about log2(32) halvings"
+    assert len(alone) <= 8, f"innocent segments converted one at a time: {alone}"

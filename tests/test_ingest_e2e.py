@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -10,18 +9,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from chunker.config import load_config
+from ray_support import ray_runtime_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_runtime = ray_runtime_fixture()
 
 
 def _cfg(db: Path, *extra: str):

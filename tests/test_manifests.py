@@ -169,6 +169,7 @@ def _ingest_args(entrypoint: str) -> tuple[Config, dict[str, str]]:
     p.add_argument("--input", required=True)
     p.add_argument("--output")
     p.add_argument("--force", action="store_true")
+    p.add_argument("--drivers", type=int, default=1)
     ns = p.parse_args(words[3:])
     # In the image the repository is /app (cluster/Dockerfile); here it is REPO.
     config = REPO / re.sub(r"^/app/", "", ns.config)

@@ -309,7 +309,6 @@ def test_a_table_drawn_glyph_by_glyph_reads_as_lines_and_figures(tmp_path: Path)
     assert lines == ["Pulmonary Hypertension", "2022 2021 % Change", "U.S. 2,346 2,365 (0.8)",
                      "International 1,071 1,085 (1.3)", "Worldwide 3,417 3,450 (1.0)"]
     md = PdfTextConverter(ConverterConfig(), "h").markdown_for_pages(str(path), [1])
-    rows = _rows(md)
     assert _rows(md) == ["U.S. | 2022: 2,346; 2021: 2,365; % Change: (0.8)",
                          "International | 2022: 1,071; 2021: 1,085; % Change: (1.3)",
                          "Worldwide | 2022: 3,417; 2021: 3,450; % Change: (1.0)"]

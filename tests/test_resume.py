@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,22 +12,13 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage
+from ray_support import ray_runtime_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 SLOW_DOC = "field-service-manual.pdf"
 
 
-@pytest.fixture(scope="module")
-def ray_runtime():
-    import ray
-    import ray.cloudpickle
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    # The test's stage subclass travels by value: Ray workers cannot import this test module.
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
-    ray.init(num_cpus=4, include_dashboard=False, ignore_reinit_error=True, log_to_driver=False)
-    yield
-    ray.shutdown()
+ray_runtime = ray_runtime_fixture(by_value=__name__)
 
 
 class CrashOnceSlowStage(ConvertStage):

@@ -27,6 +27,7 @@ import pytest
 
 from chunker.config import load_config
 from jobs.stages import ConvertStage, PlanStage
+from milvus_lite_server import server_fixture
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -71,12 +72,7 @@ def _start_cluster(cluster_cls: type, attempts: int = 3):  # noqa: ANN202
     raise AssertionError("unreachable")
 
 
-@pytest.fixture(scope="module")
-def milvus_uri(tmp_path_factory: pytest.TempPathFactory):
-    from milvus_lite_server import lite_server
-
-    with lite_server(tmp_path_factory.mktemp("milvus-srv")) as (uri, _proc):
-        yield uri
+milvus_uri = server_fixture("milvus-srv")
 
 
 @pytest.fixture(scope="module")
@@ -298,3 +294,18 @@ def test_two_roots_with_the_same_relative_name_stay_two_documents(ray_cluster, m
     second = {json.loads(p.read_text())["doc_id"] for p in (tmp_path / "run2" / "ledger").glob("*/*.json")}
     assert len(docs) == 2 and second < docs and not (docs & (first - second)), \
         "the old version of root1's file is gone, root2's document stays"
+
+
+def test_a_shard_of_a_file_uri_output_runs_on_a_multi_node_cluster(ray_cluster, milvus_uri, corpus, tmp_path):
+    """``--shard I/N`` with ``--output file:///mount/...`` (the explicit word for a filesystem every node mounts):
+    the shard's run folder is ``file:///mount/.../shard-I-of-N``, accepted like the job's own output. It used to lose
+    its scheme on the way (a bare path) and be refused as a local folder on every multi-node cluster."""
+    from chunker.run.listing import Shard
+    from jobs.ingest import run_ingest
+
+    cfg = _cfg(milvus_uri, "fileshard", "converter.backend=pdf-text")
+    out = f"file://{tmp_path}/run"
+    halves = [run_ingest(cfg, f"file://{corpus}", out, shard=Shard(i, 2)) for i in (1, 2)]
+    assert [s.output for s in halves] == [f"{tmp_path}/run/shard-1-of-2", f"{tmp_path}/run/shard-2-of-2"]
+    assert sum(s.ok for s in halves) == DOCS and all(s.failed == 0 for s in halves)
+    assert all(s.documents for s in halves), "both shards took a part"

@@ -16,10 +16,13 @@ One document never fails a commit for the others: when the commit's write raises
 alone, the documents the store refuses again are left out (:meth:`ChunkSink.take_refused`; the writer fails them at
 the write stage) and the rest are written. What is not a document's fault stops the run as a setup error: an
 unreachable store (:func:`chunker.index.store.is_outage`), or a store that refuses every document of a commit of
-several (a wrong token, a dropped collection).
+several (a wrong token, a dropped collection). Import files that were not all written (a failed upload) stop
+nothing: no row was deleted yet, so that commit is upserted instead. An import whose start got no answer may still
+run on the server and land after anything written later: it is looked for by its files among the collection's jobs
+and waited for; only when it does not show within ``milvus.write_timeout_s`` is the commit upserted.
 
 The pymilvus calls sit behind :class:`BulkOps`; :class:`PymilvusBulkOps` speaks Milvus' REST import API
-(``/v2/vectordb/jobs/import/create`` and ``/describe``) through ``pymilvus.bulk_writer``. Both live in
+(``/v2/vectordb/jobs/import/create``, ``/describe`` and ``/list``) through ``pymilvus.bulk_writer``. Both live in
 :mod:`chunker.index.bulk_ops` (with the errors their steps raise) and are re-exported here; this module owns the
 sink: when to load in bulk, the order of the steps, the polling and the per-document fallback.
 """
@@ -42,6 +45,7 @@ from chunker.index.bulk_ops import (  # noqa: F401 - re-exported: the jobs and t
     BulkWriteError,
     ImportPollError,
     ImportRefused,
+    ImportUnanswered,
     PymilvusBulkOps,
     Store,
     reason,
@@ -60,6 +64,11 @@ class ImportTimeout(BulkImportError, SetupError):
     (an import never replaces rows); the run stops."""
 
 
+class ImportNotFound(BulkImportError):
+    """An import whose start got no answer did not show among the collection's jobs in time: taken as never started,
+    so the commit's rows (deleted already) are written by upserts instead."""
+
+
 class StoreRefusedAll(StoreError, SetupError):
     """The store refused every document of a commit, each written alone: the store, not the documents, is wrong."""
 
@@ -73,6 +82,7 @@ class SinkStats:
     imported: int = 0
     import_jobs: int = 0
     commits: int = 0
+    write_fallbacks: int = 0  # commits upserted because their bulk files were not all written
     modes: list[str] = field(default_factory=list)
 
 
@@ -127,12 +137,27 @@ class ChunkSink:
         mode = "bulk" if self.use_bulk(len(chunks)) else "upsert"
         try:
             self._write(mode, chunks, vecs)
+        except BulkWriteError as exc:
+            # The files are checked before the first delete: nothing was deleted or imported, so upserts (idempotent
+            # by chunk_id) load this commit as safely; the next large commit tries the bucket again.
+            log.warning("bulk files for %d rows were not all written (%s); this commit is loaded by upserts instead",
+                        len(chunks), reason(exc))
+            self.stats.write_fallbacks += 1
+            mode = self._upserted(chunks, vecs)
         except Exception as exc:  # noqa: BLE001 - sorted below: the store's fault stops the run, a document's fails it
             _raise_if_setup(exc, self.cfg.uri)
             mode = self._write_each(mode, chunks, vecs, exc)
         self.stats.commits += 1
         self.stats.modes.append(mode)
         return mode
+
+    def _upserted(self, chunks: list[Chunk], vecs: np.ndarray) -> str:
+        try:
+            self._write("upsert", chunks, vecs)
+            return "upsert"
+        except Exception as exc:  # noqa: BLE001 - as in commit: the store's fault stops the run, a document's fails it
+            _raise_if_setup(exc, self.cfg.uri)
+            return self._write_each("upsert", chunks, vecs, exc)
 
     def take_refused(self) -> dict[DocKey, str]:
         """Documents (``(doc_id, source_uri)``) whose rows the store refused since the last call, with the reason."""
@@ -215,10 +240,34 @@ class ChunkSink:
         ids = [r["chunk_id"] for r in rows if not self.fresh or r["doc_id"] in self._written_docs]
         for i in range(0, len(ids), DELETE_BATCH):
             ops.delete_ids(ids[i:i + DELETE_BATCH])
-        job_id = ops.start_import(files)
+        try:
+            job_id = ops.start_import(files)
+        except ImportUnanswered as exc:
+            # The job may exist and would land after anything written now (an import never replaces rows): find it
+            # and wait for it; only a job that does not show is taken as never started (ImportNotFound: the commit
+            # is then upserted, which puts the deleted rows back).
+            job_id = self._find(ops, files, exc)
         self.stats.import_jobs += 1
         self._wait(ops, job_id, len(rows))
         self.stats.imported += len(rows)
+
+    def _find(self, ops: BulkOps, files: list[list[str]], unanswered: ImportUnanswered) -> str:
+        """The job an unanswered start created, looked for by its files for ``milvus.write_timeout_s`` (the time the
+        start itself was given); :class:`ImportNotFound` when it does not show."""
+        deadline = self.clock() + self.cfg.write_timeout_s
+        while True:
+            try:
+                found = ops.find_import(files)
+            except ImportPollError as exc:
+                log.warning("bulk import: looking for a job whose start got no answer failed (%s); retrying", exc)
+                found = None
+            if found:
+                log.warning("bulk import: %s; its job %s was found by its files and is waited for", unanswered, found)
+                return found
+            if self.clock() > deadline:
+                raise ImportNotFound(f"{unanswered}, and no job reading its files showed within "
+                                     f"{self.cfg.write_timeout_s:g} s")
+            self.sleep(self.cfg.bulk_poll_s)
 
     def _wait(self, ops: BulkOps, job_id: str, rows: int) -> None:
         deadline = self.clock() + self.cfg.bulk_timeout_s

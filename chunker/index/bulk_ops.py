@@ -39,9 +39,15 @@ class ImportRefused(BulkImportError, SetupError):
     is to blame; the run stops."""
 
 
-class BulkWriteError(BulkImportError, SetupError):
+class BulkWriteError(BulkImportError):
     """The import files were not all written (an upload failed, a flush lost rows): nothing was deleted or imported,
-    and the run stops with the cause; the store or its bucket, not a document, is at fault."""
+    so the sink loads that commit by upserts instead (:class:`chunker.index.bulk.ChunkSink`)."""
+
+
+class ImportUnanswered(BulkImportError):
+    """The request that starts an import got no answer (the connection timed out after it was sent): the server may
+    have started the job, which then lands whatever happens next. The sink looks for it (:meth:`BulkOps.find_import`)
+    before it writes those rows any other way."""
 
 
 class BulkTargetError(StoreError, SetupError):
@@ -49,7 +55,7 @@ class BulkTargetError(StoreError, SetupError):
 
 
 class BulkOps(Protocol):
-    """The four server-side steps of a bulk load."""
+    """The server-side steps of a bulk load."""
 
     def write_files(self, rows: list[dict[str, Any]]) -> list[list[str]]:
         """Write rows as import files; return them grouped as ``bulk_import`` wants them."""
@@ -63,6 +69,10 @@ class BulkOps(Protocol):
 
     def delete_ids(self, ids: list[str]) -> None:
         """Delete rows by primary key."""
+
+    def find_import(self, files: list[list[str]]) -> str | None:
+        """The id of an import job of this collection that reads ``files`` (one whose start got no answer), or
+        None; raises :class:`ImportPollError` when the server cannot be asked."""
 
 
 class Store(Protocol):
@@ -97,6 +107,27 @@ def _writer_errors() -> Iterator[list[str]]:
     finally:
         for t in targets:
             t.removeHandler(handler)
+
+
+def _sent_unanswered(exc: BaseException) -> bool:
+    """Whether a pymilvus REST error is a request that was sent and got no answer (a read timeout, a connection
+    dropped mid-answer): pymilvus raises every failure of its HTTP call as a MilvusException with the requests error
+    as its context (bulk_writer/bulk_import.py, ``_post_request``), so the type of that error, not the message, tells
+    a lost answer from a refusal."""
+    import requests
+    from urllib3.exceptions import ProtocolError
+
+    seen = exc.__context__
+    while seen is not None:
+        if isinstance(seen, (requests.exceptions.ReadTimeout, requests.exceptions.ChunkedEncodingError)):
+            return True
+        # "Connection aborted": the connection broke after the request went out (a refused connection, which never
+        # sent anything, is a NewConnectionError instead).
+        if isinstance(seen, requests.exceptions.ConnectionError) and seen.args \
+                and isinstance(seen.args[0], ProtocolError):
+            return True
+        seen = seen.__context__
+    return False
 
 
 def reason(exc: BaseException) -> str:
@@ -244,13 +275,36 @@ class PymilvusBulkOps:
 
         try:
             body = bulk_import(url=self.cfg.uri, collection_name=self.store.collection, files=files,
-                               api_key=self.api_key).json()
-        except MilvusException as exc:  # HTTP error or a non-zero "code": the server refused the job
+                               api_key=self.api_key, timeout=self.cfg.write_timeout_s).json()
+        except MilvusException as exc:  # HTTP error, a non-zero "code", or no answer at all
+            if _sent_unanswered(exc):
+                raise ImportUnanswered(f"bulk_import into {self.store.collection!r} got no answer within "
+                                       f"{self.cfg.write_timeout_s:g} s (milvus.write_timeout_s)") from None
             raise ImportRefused(f"bulk_import into {self.store.collection!r} was refused: {exc.message}") from None
         job_id = (body.get("data") or {}).get("jobId")
         if not job_id:
             raise ImportRefused(f"bulk_import into {self.store.collection!r} returned no job id: {body}")
         return str(job_id)
+
+    def find_import(self, files: list[list[str]]) -> str | None:
+        from pymilvus.bulk_writer import list_import_jobs
+        from pymilvus.exceptions import MilvusException
+
+        ours = {f for group in files for f in group}
+        try:
+            body = list_import_jobs(url=self.cfg.uri, collection_name=self.store.collection, api_key=self.api_key,
+                                    page_size=100, timeout=self.cfg.call_timeout_s).json()
+        except MilvusException as exc:
+            raise ImportPollError(exc.message) from None
+        for job in (body.get("data") or {}).get("records") or []:
+            job_id = str(job.get("jobId") or "")
+            if not job_id or job.get("state") == "Failed":
+                continue
+            details = self.progress(job_id).get("details") or []
+            # A detail's fileName is the file (or a group's files, comma-joined) as the create request named it.
+            if any(ours & set(str(d.get("fileName") or "").split(",")) for d in details):
+                return job_id
+        return None
 
     def progress(self, job_id: str) -> dict[str, Any]:
         from pymilvus.bulk_writer import get_import_progress

@@ -127,8 +127,12 @@ def chunk_row(chunk: Chunk, vector: np.ndarray) -> dict[str, Any]:
     }
 
 
-def create_collection(client: Any, collection: str, cfg: MilvusConfig, dim: int, lite: bool) -> None:
+def create_collection(client: Any, collection: str, cfg: MilvusConfig, dim: int, lite: bool) -> bool:
+    """Create the collection (schema and properties, no index: :func:`ensure_indexes` builds those). Returns False
+    when another process created it first: shards or drivers starting together on a fresh Milvus all try, and a
+    server accepts an identical second create while Milvus Lite refuses it; either way the collection is there."""
     from pymilvus import DataType, Function, FunctionType
+    from pymilvus.exceptions import MilvusException
 
     c = client
     schema = c.create_schema(auto_id=False, enable_dynamic_field=False, description="chunker chunks")
@@ -150,45 +154,65 @@ def create_collection(client: Any, collection: str, cfg: MilvusConfig, dim: int,
         name="search_text_bm25", function_type=FunctionType.BM25,
         input_field_names=["search_text"], output_field_names=["sparse"],
     ))
-    index = c.prepare_index_params()
-    index.add_index("dense", index_type=cfg.index_type, metric_type=cfg.metric,
-                    params=as_index_params(index_build_params(cfg)))
-    index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                    params=as_index_params(bm25_build_params(cfg)))
-    for name in SCALAR_INDEXED:
-        index.add_index(name, index_type="INVERTED")
     properties = {
         PROP_SCHEMA_VERSION: str(SCHEMA_VERSION), PROP_DIM: str(dim), PROP_ANALYZER: cfg.analyzer,
     }
     try:
-        if lite:
-            # pymilvus waits for each index with AllocTimestamp + a 0.5 s poll, and Lite does not implement
-            # AllocTimestamp (an ERROR traceback per index from its in-process server, ~0.5 s each):
-            # Lite builds indexes itself as segments seal, so create them without waiting.
-            c.create_collection(collection, schema=schema, properties=properties,
-                                timeout=cfg.write_timeout_s)
-            c.create_index(collection, index, timeout=cfg.write_timeout_s, sync=False)
-        else:
-            c.create_collection(collection, schema=schema, index_params=index, properties=properties,
-                                timeout=cfg.write_timeout_s)
+        # No index_params: pymilvus would then create, index and load in three calls, and a second process that
+        # sees the collection between the first two loads it without its vector index, which a server refuses
+        # ("there is no vector index on field"). Every opener builds the missing indexes itself before loading.
+        c.create_collection(collection, schema=schema, properties=properties, timeout=cfg.write_timeout_s)
     except ImportError as exc:  # Lite builds the jieba tokenizer at creation
         raise StoreError(f"analyzer {cfg.analyzer!r} needs an extra package: {exc} (pip install jieba)") from None
+    except MilvusException:
+        # Decided by what the server holds now, not by the message: another opener's create came first.
+        if not c.has_collection(collection, timeout=cfg.call_timeout_s):
+            raise
+        return False
+    return True
 
 
-def ensure_scalar_indexes(client: Any, collection: str, cfg: MilvusConfig) -> None:
-    """Collections made before the scalar indexes existed get them now; a store that refuses keeps working
-    (deletes then scan), so this only logs."""
+def _index_params(client: Any, cfg: MilvusConfig) -> dict[str, Any]:
+    """Each indexed field's own index (one ``create_index`` call each, so one that exists does not stop the rest)."""
+    out = {}
+    for name, kind in (("dense", "dense"), ("sparse", "sparse"), *((f, "scalar") for f in SCALAR_INDEXED)):
+        params = client.prepare_index_params()
+        if kind == "dense":
+            params.add_index(name, index_type=cfg.index_type, metric_type=cfg.metric,
+                             params=as_index_params(index_build_params(cfg)))
+        elif kind == "sparse":
+            params.add_index(name, index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                             params=as_index_params(bm25_build_params(cfg)))
+        else:
+            params.add_index(name, index_type="INVERTED")
+        out[name] = params
+    return out
+
+
+def ensure_indexes(client: Any, collection: str, cfg: MilvusConfig, lite: bool) -> None:
+    """Build every index the collection lacks, field by field, before it is loaded. Several processes may do this at
+    once: an index another one built in the meantime is taken as built (decided by listing the field's indexes
+    again, not by the error's text). The vector indexes must exist; a scalar index a store refuses only makes deletes
+    scan (logged), as for collections made before those indexes existed."""
     from pymilvus.exceptions import MilvusException
 
-    have = set(client.list_indexes(collection, timeout=cfg.call_timeout_s))
-    missing = [f for f in SCALAR_INDEXED if f not in have]
-    if not missing:
-        return
-    params = client.prepare_index_params()
-    for name in missing:
-        params.add_index(name, index_type="INVERTED")
-    try:
-        client.create_index(collection, params, timeout=cfg.write_timeout_s)
-    except MilvusException as exc:
-        logging.getLogger("chunker.index.store").warning("collection %r: scalar indexes %s not built (%s); deletes by "
-                                            "document scan every row", collection, missing, exc)
+    def has(field: str) -> bool:
+        return bool(client.list_indexes(collection, field_name=field, timeout=cfg.call_timeout_s))
+
+    for field, params in _index_params(client, cfg).items():
+        if has(field):
+            continue
+        try:
+            # pymilvus waits for each index with AllocTimestamp + a 0.5 s poll, and Lite does not implement
+            # AllocTimestamp (an ERROR traceback per index from its in-process server, ~0.5 s each): Lite builds
+            # indexes itself as segments seal, so there they are created without waiting.
+            client.create_index(collection, params, timeout=cfg.write_timeout_s, sync=not lite)
+        except MilvusException as exc:
+            if has(field):
+                continue  # another opener built it between our look and our call
+            if field in SCALAR_INDEXED:
+                logging.getLogger("chunker.index.store").warning(
+                    "collection %r: scalar index on %s not built (%s); deletes by document scan every row",
+                    collection, field, exc)
+                continue
+            raise

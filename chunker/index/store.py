@@ -22,7 +22,7 @@ from chunker.config import SERVER_ONLY_INDEX_TYPES, MilvusConfig
 from chunker.errors import SchemaMismatch, StoreError, StoreUnavailable  # noqa: F401
 from chunker.index.collection import (
     PROP_SCHEMA_VERSION, SCHEMA_VERSION, VARCHAR_SIZES, chunk_row,
-    clip_utf8, create_collection, ensure_scalar_indexes,
+    clip_utf8, create_collection, ensure_indexes,
 )
 from chunker.index.filters import filter_kwargs
 from chunker.index.outage import answering, connect_error, is_outage  # noqa: F401
@@ -89,27 +89,35 @@ class ChunkStore(ChunkSearch):
 
     def _open_or_create(self, name: str) -> None:
         rt, wt = self.cfg.call_timeout_s, self.cfg.write_timeout_s
-        if self.client.has_collection(name, timeout=rt):
-            desc = self.client.describe_collection(name, timeout=rt)
-            props = desc.get("properties") or {}
-            version = props.get(PROP_SCHEMA_VERSION)
-            if version != str(SCHEMA_VERSION):
-                raise SchemaMismatch(
-                    f"collection {name!r} at {self.cfg.uri} has schema version {version or 'unknown'}, this code "
-                    f"writes version {SCHEMA_VERSION}; {self._rebuild_hint()}"
-                )
-            dims = [int(f["params"]["dim"]) for f in desc["fields"] if f["name"] == "dense"]
-            if dims != [self.dim]:
-                raise SchemaMismatch(
-                    f"collection {name!r} holds {dims[0] if dims else '?'}-dim vectors but the embedder makes "
-                    f"{self.dim}-dim ones; {self._rebuild_hint()}"
-                )
+        created = False
+        if not self.client.has_collection(name, timeout=rt):
+            created = create_collection(self.client, self.collection, self.cfg, self.dim, self.lite)
+        if not created:  # ours from an earlier run, or another process' made a moment ago: it must be this shape
+            self._check_existing(name)
+        # Every opener builds what is missing before loading (see ensure_indexes): shards starting together on a
+        # fresh Milvus each find the collection in whatever state the first one left it.
+        ensure_indexes(self.client, self.collection, self.cfg, self.lite)
+        if not created:
             self.index_type = self._built_index_type()
-        else:
-            create_collection(self.client, self.collection, self.cfg, self.dim, self.lite)
         # Loading a large collection onto query nodes is slow: the write deadline, not the read one.
         self.client.load_collection(name, timeout=wt)
-        ensure_scalar_indexes(self.client, self.collection, self.cfg)
+
+    def _check_existing(self, name: str) -> None:
+        rt = self.cfg.call_timeout_s
+        desc = self.client.describe_collection(name, timeout=rt)
+        props = desc.get("properties") or {}
+        version = props.get(PROP_SCHEMA_VERSION)
+        if version != str(SCHEMA_VERSION):
+            raise SchemaMismatch(
+                f"collection {name!r} at {self.cfg.uri} has schema version {version or 'unknown'}, this code "
+                f"writes version {SCHEMA_VERSION}; {self._rebuild_hint()}"
+            )
+        dims = [int(f["params"]["dim"]) for f in desc["fields"] if f["name"] == "dense"]
+        if dims != [self.dim]:
+            raise SchemaMismatch(
+                f"collection {name!r} holds {dims[0] if dims else '?'}-dim vectors but the embedder makes "
+                f"{self.dim}-dim ones; {self._rebuild_hint()}"
+            )
 
     def _built_index_type(self) -> str:
         """The dense index the collection was built with (search parameters must fit it, not today's config)."""

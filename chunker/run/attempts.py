@@ -12,8 +12,10 @@ actor held: a conversion actor whose engine dies (:class:`chunker.backends.base.
 segments that were not converting at that moment (waiting to run alone, fetching, waiting for a copy, writing their
 result) as finished before it leaves (:func:`record_finish`), so their retries start from the count they had. A
 worker killed outright (an out-of-memory kill, a lost node) cannot say who was running: then every start it held
-counts. A segment whose worker died ``SOLO_AFTER`` times runs alone in its actor (:class:`SoloGate`): from then on
-only its own crash counts against it, and one that only shared an actor with a bad one runs alone once and succeeds.
+counts. A segment whose worker died ``SUSPECT_AFTER`` times is a suspect: suspects run in groups that halve with
+every further death (:mod:`chunker.run.suspects`), so the one that kills its engine is found in a few deaths while
+its neighbours keep converting many at a time. A death with one segment alone on the engine is that segment's own
+(:func:`record_alone`); only such a death, or a count far past the bound, quarantines it.
 
 The same bytes at two paths are two documents that share one content (``doc_id``): each copy has its own start
 markers (named by :func:`chunker.run.layout.copy_key` of its source URI), so concurrent copies never count each
@@ -27,15 +29,14 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from chunker.run.layout import ATTEMPTS, BATCHES, RunStore, copy_key, segment_part
 from chunker.types import ConvertedBatch, Problem, SegmentJob, Stage
 
-SOLO_AFTER = 2
 DONE = ".done"  # beside a start marker: that start finished (or was not running when its engine died)
+ALONE = ".alone"  # beside a start marker: its engine died while it was the only segment converting there
 FAILED = ".failed"  # beside a start marker: that start finished with a problem (the JSON in it), for waiting copies
 COPY_POLL_S = (0.5, 5.0)  # first and longest pause between looks at the copy a segment waits for
 
@@ -85,12 +86,30 @@ def record_failed(store: RunStore, job: SegmentJob, problem: Problem, marker: st
     store.write_bytes(name + FAILED, json.dumps(problem.to_dict()).encode())
 
 
-def quarantine(prior: int, max_attempts: int) -> Problem | None:
-    """The problem that fails a segment which has started ``prior`` times already, or None: run it."""
-    if prior < max_attempts:
+def record_alone(store: RunStore, marker: str) -> None:
+    """The engine died while the start that left ``marker`` was the only one converting on it: the death is that
+    segment's own, not a neighbour's (what :func:`quarantine` needs before it stops a suspect)."""
+    store.write_bytes(marker + ALONE, b"")
+
+
+def alone_deaths(store: RunStore, job: SegmentJob) -> int:
+    """Deaths of this copy's conversion of ``job`` in this run with it alone on the engine."""
+    own = copy_key(job.source_uri)
+    return sum(1 for n, _ in store.entries(_folder(job)) if n.endswith(ALONE) and n.split("-", 1)[0] == own)
+
+
+def quarantine(prior: int, max_attempts: int, alone: int = 0, depth: int = 0) -> Problem | None:
+    """The problem that fails a segment which has started ``prior`` times already, or None: run it.
+
+    A death shared with other segments does not say whose it was. So ``max_attempts`` deaths quarantine a segment
+    only when at least one of them had it alone on the engine (``alone``), or when its count passed the bound by
+    ``depth`` (the halvings that isolate one segment among its actor's chains: :func:`chunker.run.suspects.depth`;
+    a worker killed outright, which records nothing, still ends there)."""
+    if prior < max_attempts or (alone == 0 and prior < max_attempts + depth):
         return None
+    how = f", {alone} of them with it alone on the engine" if alone else ""
     return Problem(Stage.CONVERT, "quarantined",
-                   f"conversion started {prior} times and its worker died each time; not retried again")
+                   f"conversion started {prior} times and its worker died each time{how}; not retried again")
 
 
 def elect(store: RunStore, job: SegmentJob) -> str:
@@ -136,48 +155,3 @@ async def await_copy(store: RunStore, job: SegmentJob, leader: str, timeout_s: f
             return out
         await sleep(min(pause, max(0.0, deadline - clock())))
         pause = min(pause * 1.5, COPY_POLL_S[1])
-
-
-class SoloGate:
-    """Shared for ordinary segments, exclusive for a segment whose worker died ``SOLO_AFTER`` times; a waiting
-    solo segment holds back new shared ones so it cannot starve."""
-
-    def __init__(self) -> None:
-        self._cond: asyncio.Condition | None = None
-        self._shared = 0
-        self._solo = False
-        self._solo_waiting = 0
-
-    def _condition(self) -> asyncio.Condition:
-        if self._cond is None:  # created on the actor's event loop, not in its constructor
-            self._cond = asyncio.Condition()
-        return self._cond
-
-    @property
-    def running(self) -> int:
-        """Segments inside the gate now (a solo one counts one)."""
-        return self._shared + int(self._solo)
-
-    @asynccontextmanager
-    async def enter(self, solo: bool) -> AsyncIterator[None]:
-        cond = self._condition()
-        async with cond:
-            if solo:
-                self._solo_waiting += 1
-                try:
-                    await cond.wait_for(lambda: not self._solo and self._shared == 0)
-                finally:
-                    self._solo_waiting -= 1
-                self._solo = True
-            else:
-                await cond.wait_for(lambda: not self._solo and self._solo_waiting == 0)
-                self._shared += 1
-        try:
-            yield
-        finally:
-            async with cond:
-                if solo:
-                    self._solo = False
-                else:
-                    self._shared -= 1
-                cond.notify_all()

@@ -16,7 +16,7 @@ half of it free and waits forever.
 
 An autoscaling cluster is fitted against what it can become: the nodes alive now plus every node its node types can
 still add (:class:`NodeType`). Only demand that no such cluster can hold is refused; demand that needs nodes not yet
-there is asked of the autoscaler and waited for (:func:`fit_cluster`).
+there is asked of the autoscaler and waited for (:func:`chunker.run.autoscale.fit_cluster`).
 
 The check is necessary, not sufficient: it packs the actors the way that fits best, while Ray places them in the
 order they start. A config that fits only one way can still wait on a node taken by a smaller actor.
@@ -25,8 +25,6 @@ order they start. A config that fits only one way can still wait on a node taken
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from chunker.config import Config
@@ -34,7 +32,6 @@ from chunker.errors import SetupError
 
 TASK_CPUS = 1.0  # the listing and intake tasks: Ray's default, the one the streaming repartition fuses with
 MIN_ACTOR_CPUS = 0.05  # below this a scaled reservation means nothing; refuse instead
-POLL_S = 2.0  # how often the wait for the autoscaler looks at the nodes
 _EPS = 1e-6
 
 Nodes = list[dict[str, float]]
@@ -92,20 +89,21 @@ class Fit:
         return "; ".join(n for n in [self.note, *self.notes] if n)
 
 
-def stage_demands(cfg: Config) -> list[StageDemand]:
-    """What each stage reserves while the pipeline runs (the read/intake tasks need one slot at least)."""
+def stage_demands(cfg: Config, drivers: int = 1) -> list[StageDemand]:
+    """What each stage reserves while the pipeline runs (the read/intake tasks need one slot at least: one per
+    driver, when ``drivers`` pipelines run side by side in one job)."""
     r = cfg.ray
     return [
         StageDemand("convert", r.convert_actors, r.convert_cpus(), r.convert_num_gpus),
         StageDemand("plan", r.plan_actors, r.stage_num_cpus, 0.0),
         StageDemand("embed", r.embed_actors, r.stage_num_cpus, r.embed_num_gpus),
-        StageDemand("intake", 1, TASK_CPUS, 0.0, actor=False),
+        StageDemand("intake", drivers, TASK_CPUS, 0.0, actor=False),
     ]
 
 
 def bundles(demands: list[StageDemand]) -> list[dict[str, float]]:
-    """Every actor's bundle and one task slot: what ``ray.autoscaler.sdk.request_resources`` is asked for."""
-    return [d.bundle() for d in demands if d.count for _ in range(d.count if d.actor else 1)]
+    """Every actor's bundle and each task slot: what ``ray.autoscaler.sdk.request_resources`` is asked for."""
+    return [d.bundle() for d in demands for _ in range(d.count)]
 
 
 def _num(x: float) -> str:
@@ -149,10 +147,12 @@ class _Free:
     gpus: list[float]  # what each GPU of the node has left (Ray's unit instances)
 
 
-def _free(nodes: Nodes) -> list[_Free]:
+def _free(nodes: Nodes, held: bool = False) -> list[_Free]:
+    """Each node's room; with ``held``, less the GPUs actors of other jobs hold now (``GPU_free``, where known): the
+    whole GPUs they hold are taken off first, as Ray hands whole units out first."""
     out = []
     for n in nodes:
-        g = n.get("GPU", 0.0)
+        g = n.get("GPU_free", n.get("GPU", 0.0)) if held else n.get("GPU", 0.0)
         whole = int(g + _EPS)
         out.append(_Free(n.get("CPU", 0.0), [1.0] * whole + ([g - whole] if g - whole > _EPS else [])))
     return out
@@ -172,12 +172,13 @@ def _take(d: StageDemand, f: _Free) -> list[int] | None:
     return whole[:need] if len(whole) >= need else None
 
 
-def _pack(demands: list[StageDemand], nodes: Nodes) -> StageDemand | None:
-    """Place every actor, then one task, on the nodes (best fit, biggest first); the first that finds no room."""
-    free = _free(nodes)
+def _pack(demands: list[StageDemand], nodes: Nodes, held: bool = False) -> StageDemand | None:
+    """Place every actor, then each task slot, on the nodes (best fit, biggest first); the first that finds no
+    room. ``held``: against what other jobs' actors leave free (see :func:`_free`)."""
+    free = _free(nodes, held)
     units = [d for d in demands if d.actor for _ in range(d.count)]
     units.sort(key=lambda d: (d.gpus, d.cpus), reverse=True)
-    for d in units + [d for d in demands if not d.actor]:
+    for d in units + [d for d in demands if not d.actor for _ in range(d.count)]:
         options = [(f, gpus) for f in free if (gpus := _take(d, f)) is not None]
         if not options:
             return d
@@ -188,10 +189,9 @@ def _pack(demands: list[StageDemand], nodes: Nodes) -> StageDemand | None:
             return share, sum(f.gpus) - (d.gpus if gpus else 0.0), f.cpu - d.cpus
 
         f, gpus = min(options, key=leftover)
-        if d.actor:
-            f.cpu -= d.cpus
-            for i in gpus:
-                f.gpus[i] -= min(d.gpus, 1.0)
+        f.cpu -= d.cpus  # a task slot too: each driver's intake needs one of its own
+        for i in gpus:
+            f.gpus[i] -= min(d.gpus, 1.0)
     return None
 
 
@@ -209,17 +209,20 @@ def _check_shares(demands: list[StageDemand]) -> None:
 
 
 def fits_now(demands: list[StageDemand], nodes: Nodes) -> bool:
-    """Whether every stage, as reserved, has room on ``nodes`` (what the wait for the autoscaler waits for)."""
-    return bool(nodes) and _pack(demands, nodes) is None
+    """Whether every stage, as reserved, has room on ``nodes`` beside what other jobs' actors hold there now (what
+    the wait for the autoscaler waits for)."""
+    return bool(nodes) and _pack(demands, nodes, held=True) is None
 
 
-def fit_stages(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None = None) -> Fit:
-    """The config to run on ``nodes`` (each ``{"CPU": n, "GPU": m}``, alive now), or :class:`ClusterFitError`.
+def fit_stages(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None = None, drivers: int = 1) -> Fit:
+    """The config to run on ``nodes`` (each ``{"CPU": n, "GPU": m}``, alive now, and ``GPU_free``: what other jobs'
+    actors leave), or :class:`ClusterFitError`.
 
     ``node_types``: what an autoscaler can add (None: a fixed cluster; empty: an autoscaler whose node types are
     unknown, fitted against the alive nodes). The stages are fitted against the alive nodes plus every node the types
-    can still add; :attr:`Fit.waiting` says when they need nodes not there yet."""
-    demands = stage_demands(cfg)
+    can still add; :attr:`Fit.waiting` says when they need nodes (or GPUs other jobs hold) not free yet. ``drivers``
+    pipelines of one job run side by side, each with an intake slot of its own."""
+    demands = stage_demands(cfg, drivers)
     _check_shares(demands)
     units = sum(d.count for d in demands) + 1
     extra = addable(node_types or [], nodes, units)
@@ -251,7 +254,8 @@ def fit_stages(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None = No
             f"{_num(actor_cpus)} CPU for actors plus {_num(TASK_CPUS)} per intake task ({asked}) and the cluster has "
             f"{have}; lower ray.stage_num_cpus / ray.convert_num_cpus, or set ray.fit_to_cluster=true"
         )
-    f = min(1.0, max(0.0, total - TASK_CPUS) / actor_cpus) if actor_cpus else 1.0
+    tasks = sum(d.count * d.cpus for d in demands if not d.actor)
+    f = min(1.0, max(0.0, total - tasks) / actor_cpus) if actor_cpus else 1.0
     while f > 0:
         scaled = _scaled(demands, f)
         if all(d.cpus >= MIN_ACTOR_CPUS for d in scaled if d.actor and d.count) and _pack(scaled, potential) is None:
@@ -270,55 +274,14 @@ def fit_stages(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None = No
     )
 
 
-def potential_nodes(nodes: Nodes, node_types: list[NodeType] | None, cfg: Config) -> int:
-    """How many nodes the cluster has or can have (what one-machine settings are judged against)."""
-    units = sum(d.count for d in stage_demands(cfg)) + 1
+def potential_nodes(nodes: Nodes, node_types: list[NodeType] | None, cfg: Config, drivers: int = 1) -> int:
+    """How many nodes the cluster has or can have (what one-machine settings are judged against). An autoscaler
+    whose node types are unknown can add as many as the stages have units: the head alone is not a one-machine
+    cluster there, and local paths or Milvus Lite would break once the workers come."""
+    units = sum(d.count for d in stage_demands(cfg, drivers)) + 1
+    if node_types == []:
+        return len(nodes) + units
     return len(nodes) + len(addable(node_types or [], nodes, units))
-
-
-def fit_cluster(cfg: Config, nodes: Nodes, node_types: list[NodeType] | None, *,
-                get_nodes: Callable[[], Nodes], request: Callable[[list[dict[str, float]]], None],
-                say: Callable[[str], None], timeout_s: float, sleep: Callable[[float], None] = time.sleep,
-                clock: Callable[[], float] = time.monotonic, poll_s: float = POLL_S) -> Fit:
-    """:func:`fit_stages`, and on an autoscaling cluster (``node_types`` not None) whose alive nodes cannot hold the
-    stages yet: ask the autoscaler for every stage's bundle (``request``), wait at most ``timeout_s`` with one line
-    said until the alive nodes hold them, then fit again against the nodes there are.
-
-    Refused at once: demand that no cluster the node types allow can hold. Refused after the wait: demand the alive
-    nodes still cannot hold when the node types are unknown (``[]``). Started anyway after the wait: demand the node
-    types can hold, its actors waiting for the nodes the autoscaler keeps adding (:attr:`Fit.waiting`)."""
-    try:
-        fit = fit_stages(cfg, nodes, node_types)
-    except ClusterFitError:
-        if node_types != []:
-            raise
-        fit = Fit(cfg, stage_demands(cfg), waiting=True)  # unknown growth: ask first, judge after the wait
-    if node_types is None or not fit.waiting:
-        return fit
-    asked = bundles(fit.demands)
-    request(asked)
-    say(f"ray: the stages need nodes the cluster does not have yet; asked its autoscaler for {len(asked)} bundles "
-        f"({_num(sum(b['CPU'] for b in asked))} CPU, {_num(sum(b.get('GPU', 0.0) for b in asked))} GPU) and waiting "
-        f"up to {timeout_s:.0f} s for them (ray.autoscale_wait_s)")
-    t0 = clock()
-    while not fits_now(fit.demands, nodes) and clock() - t0 < timeout_s:
-        sleep(poll_s)
-        nodes = get_nodes()
-    waited = clock() - t0
-    try:
-        out = fit_stages(cfg, nodes, node_types)
-    except ClusterFitError as exc:
-        request([])
-        raise ClusterFitError(
-            f"{exc} (after waiting {waited:.0f} s for the autoscaler: ray.autoscale_wait_s)") from None
-    out.asked = True
-    if out.waiting:
-        out.notes.append(f"ray: after {waited:.0f} s the autoscaler has not added every node the stages need "
-                         f"({_cluster_text(nodes)} so far); the actors that do not fit yet wait for their nodes")
-    else:
-        out.notes.append(f"ray: the autoscaler added the nodes the stages need in {waited:.0f} s "
-                         f"(now {_cluster_text(nodes)})")
-    return out
 
 
 def multi_node_problems(cfg: Config, output_uri: str, nodes: int, input_uri: str = "") -> list[str]:

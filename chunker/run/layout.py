@@ -74,6 +74,15 @@ def listing_part(index: int) -> str:
     return f"part-{index:05d}.jsonl"
 
 
+def child_run(uri: str, name: str) -> str:
+    """The URI of run folder ``name`` inside the run folder ``uri`` (a shard's: ``jobs.ingest --shard``), in ``uri``'s
+    own spelling: ``file://`` stays ``file://``, the explicit word for a filesystem every node mounts, which the
+    multi-node checks look for (a bare path there means one machine's folder)."""
+    if uri.startswith("file://"):
+        return uri.rstrip("/") + "/" + name
+    return sources.join_uri(uri, name)
+
+
 class OutputError(SetupError):
     """The run folder cannot be used at all (a missing bucket, a store that refuses the credentials)."""
 

@@ -93,6 +93,17 @@ class Ledger:
             self._write(self._uri_path(source_uri), {"uri": source_uri, "version": source_version, "doc_id": doc_id,
                                                      "target": self.target, "finished_at": now})
 
+    def forget_copy(self, uri: str) -> None:
+        """This copy is no longer done (its URI's record goes; :meth:`is_done` with its URI and
+        :meth:`done_by_uri` then say no). ``--force`` calls it before the document is redone: its load deletes the
+        old rows before it imports the new ones, and a run stopped in between must not leave a record that skips
+        the document with its rows gone. The document's own record stays: another copy of the same bytes is still
+        done."""
+        try:
+            self.fs.delete_file(self._uri_path(uri))
+        except FileNotFoundError:
+            pass
+
     def mark_all(self, entries: list[dict[str, Any]], threads: int = 16) -> None:
         """:meth:`mark_done` for each entry (its keyword arguments), up to ``threads`` documents at once; returns
         once every entry is written (raising the first error). Each document's two writes stay in their order; a

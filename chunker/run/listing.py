@@ -7,8 +7,9 @@
   listing of one part is read by the driver, which hands its rows to the pipeline: see ``jobs.ingest``).
 
 A run may take one shard of its inputs (:class:`Shard`, ``jobs.ingest --shard I/N``): the inputs whose absolute path
-hashes to it, so N jobs over the same input each take a disjoint part, the same part on every re-run, each with a
-driver (and run folder and ledger) of its own, all loading one Milvus server.
+hashes to it, so N runs over the same input each take a disjoint part, the same part on every re-run, each with a
+driver (and run folder and ledger) of its own, all loading one Milvus server. ``jobs.ingest --drivers N`` walks the
+input once for all N (:func:`write_listings`) and each of its drivers reads its own listing (:func:`read_listing`).
 
 Either way the rows carry only ``path``/``source`` (+ ``error`` for a bad manifest line, ``unmatched`` for a file
 of an input folder whose name matches no ``intake.patterns``: listed all the same, so every file is accounted for):
@@ -59,8 +60,17 @@ class Shard:
         return f"shard-{self.index}-of-{self.count}"
 
     def holds(self, path: str) -> bool:
-        digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
-        return int.from_bytes(digest[:8], "big") % self.count == self.index - 1
+        return shard_of(path, self.count) == self.index
+
+    @classmethod
+    def all(cls, count: int) -> list["Shard"]:
+        return [cls(i, count) for i in range(1, count + 1)]
+
+
+def shard_of(path: str, count: int) -> int:
+    """The shard (1-based) of ``count`` that holds ``path``: by a hash of it, the same on every run and machine."""
+    digest = hashlib.sha256(path.encode("utf-8", "surrogateescape")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
 
 
 def direct_manifest(input_path: str) -> bool:
@@ -96,31 +106,70 @@ class Listing(list[str]):
     entries: int = 0
 
 
+class _Parts:
+    """One run's listing, written part by part as entries come."""
+
+    def __init__(self, runstore: RunStore, block: int) -> None:
+        runstore.clear(LISTING)  # a listing is per run: no stale parts
+        self.runstore = runstore
+        self.size = block
+        self.listing = Listing()
+        self.block: list[str] = []
+
+    def add(self, line: str) -> None:
+        self.block.append(line)
+        self.listing.entries += 1
+        if len(self.block) >= self.size:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.block:
+            return
+        name = f"{LISTING}/{listing_part(len(self.listing))}"
+        self.runstore.write_bytes(name, ("\n".join(self.block) + "\n").encode())
+        self.listing.append(self.runstore.uri_of(name))
+        self.block.clear()
+
+
 def write_listing(input_path: str, cfg: Config, runstore: RunStore, shard: Shard | None = None) -> Listing:
     """Stream the inputs (those of ``shard``) into JSONL parts of ``listing_block`` entries; returns the parts' URIs
     (none: no input)."""
-    runstore.clear(LISTING)  # a listing is per run: no stale parts
-    parts = Listing()
-    block: list[str] = []
+    if shard is None:
+        return write_listings(input_path, cfg, [runstore])[0]
+    listings = write_listings(input_path, cfg, [runstore], count=shard.count, only=shard.index)
+    return listings[0]
 
-    def flush() -> None:
-        name = f"{LISTING}/{listing_part(len(parts))}"
-        runstore.write_bytes(name, ("\n".join(block) + "\n").encode())
-        parts.append(runstore.uri_of(name))
-        block.clear()
 
+def write_listings(input_path: str, cfg: Config, runstores: list[RunStore], count: int | None = None,
+                   only: int | None = None) -> list[Listing]:
+    """One walk of the inputs into the listings of ``runstores``: all of them into the only one, or, by
+    :func:`shard_of` over ``count`` shards, shard I's into ``runstores[I-1]`` (``only``: shard ``only``'s into the
+    only one). ``jobs.ingest --drivers N`` lists its input once this way for all its drivers."""
+    writers = [_Parts(rs, cfg.intake.listing_block) for rs in runstores]
     for f in iter_inputs(input_path, cfg.intake, unmatched=True):
-        if shard is not None and not shard.holds(f.path):
-            continue
+        if count is None:
+            target = 0
+        else:
+            owner = shard_of(f.path, count)
+            if only is not None and owner != only:
+                continue
+            target = 0 if only is not None else owner - 1
         entry = {"path": f.path, "source": f.source}
         if not f.matched:
             entry["unmatched"] = True
-        block.append(json.dumps(entry))  # ASCII: a name's undecodable bytes travel as \udcXX escapes
-        parts.entries += 1
-        if len(block) >= cfg.intake.listing_block:
-            flush()
-    if block:
-        flush()
+        writers[target].add(json.dumps(entry))  # ASCII: a name's undecodable bytes travel as \udcXX escapes
+    for w in writers:
+        w.flush()
+    return [w.listing for w in writers]
+
+
+def read_listing(runstore: RunStore) -> Listing:
+    """The listing a job wrote into this run folder (``write_listings``), parts in order, entries counted."""
+    parts = Listing()
+    for name in sorted(runstore.names(LISTING)):
+        if name.endswith(".jsonl"):
+            parts.append(runstore.uri_of(f"{LISTING}/{name}"))
+            parts.entries += runstore.read_bytes(f"{LISTING}/{name}").count(b"\n")
     return parts
 
 

@@ -11,7 +11,9 @@ and a tail of long ones, :func:`jobs.bench.corpus.blank_corpus`) through the rea
 * ``cluster-s3``: the same on a ``ray.cluster_utils.Cluster`` of ``--nodes`` nodes in this host;
 * ``ten-page``: documents of exactly 10 pages on S3, the headline ceiling;
 * ``flight-N``: 10-page documents whose batches each hold ``--delay-s`` (a GPU's time, no CPU), with N documents in
-  flight (conversion actors x chains per actor): the ceiling against documents in flight.
+  flight (conversion actors x chains per actor): the ceiling against documents in flight;
+* ``drivers``: 10-page documents on S3 through one job of two drivers (``jobs.ingest --drivers 2``) on one head: each
+  driver's CPU-ms per document beside the other's, and the job's ceiling (:mod:`jobs.bench.dryrun_drivers`).
 
 Figures (:func:`figures`): driver CPU-ms per document and per segment (the driver process, every thread, while
 rows flow), where the driver thread's time goes (decode, assembly, Milvus load, stale deletes, ledger, status), the
@@ -35,17 +37,18 @@ from typing import Any
 
 from chunker.config import ConfigError, load_config
 from jobs.bench.corpus import REPO_ROOT, blank_corpus, dryrun_counts
+from jobs.bench.dryrun_drivers import drivers_figures, job_fit
 from jobs.bench.isolate import run_step
 from jobs.bench.sizing import GPU_PAGES_PER_S, TARGET_PAGES_PER_S
 SIZES: dict[str, dict[str, Any]] = {
     # docs: the heavy-tailed corpus; ten: 10-page documents; flight: documents in flight of the sweep (flight_docs
     # 10-page documents each); runs: which runs by default; sweep_storage: where the sweep's run folder lives
     "full": dict(docs=1200, ten=1200, flight=[4, 16, 64], flight_docs=300, max_pages=600, nodes=3,
-                 runs="local-disk,local-s3,cluster-s3,ten-page,flight", sweep_storage="s3"),
+                 runs="local-disk,local-s3,cluster-s3,ten-page,flight,drivers", sweep_storage="s3"),
     "quick": dict(docs=300, ten=300, flight=[4, 16, 64], flight_docs=120, max_pages=300, nodes=3,
-                  runs="local-disk,local-s3,cluster-s3,ten-page,flight", sweep_storage="s3"),
+                  runs="local-disk,local-s3,cluster-s3,ten-page,flight,drivers", sweep_storage="s3"),
     # the test suite's: every kind of run once (local and cluster runtime, local disk and S3), a handful of pages
-    "tiny": dict(docs=10, ten=8, flight=[4], flight_docs=8, max_pages=70, nodes=2, runs="cluster-s3,flight",
+    "tiny": dict(docs=10, ten=8, flight=[4], flight_docs=8, max_pages=70, nodes=2, runs="cluster-s3,flight,drivers",
                  sweep_storage="local"),
 }
 PYTHON_KINDS = ("driver thread", "ray data", "writer threads")  # thread kinds of jobs.bench.cpu.thread_kind
@@ -65,7 +68,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--output", default="output/dryrun", help="report folder (corpora and runs go under it)")
     p.add_argument("--size", default="full", choices=list(SIZES))
     p.add_argument("--runs", default=None, help="which runs, comma-separated, of local-disk, local-s3, cluster-s3, "
-                   "ten-page, flight (the in-flight sweep); default: the size's")
+                   "ten-page, flight (the in-flight sweep), drivers (two drivers in one job); default: the size's")
     p.add_argument("--latency-ms", type=float, default=20.0, help="added to every S3 request")
     p.add_argument("--nodes", type=int, default=None, help="nodes of the cluster run (default: the size's)")
     p.add_argument("--delay-s", type=float, default=1.0, help="seconds each batch holds in the in-flight sweep")
@@ -231,8 +234,11 @@ def run_all(ns: argparse.Namespace) -> dict[str, Any]:
             corpora[f"flight{n}"] = [10] * size["flight_docs"]
             plan.append((f"flight-{n}", f"flight{n}", dict(storage=size["sweep_storage"], runtime="local",
                                                            delay_s=ns.delay_s, in_flight=n), _cfg_for(base, n)))
+    if "drivers" in wanted:
+        corpora["drivers"] = [10] * size["ten"]
     for name, counts in corpora.items():
-        if any(p[1] == name for p in plan):  # each corpus its own bytes (seed), so no two runs share a doc_id
+        if name == "drivers" or any(p[1] == name for p in plan):
+            # each corpus its own bytes (seed), so no two runs share a doc_id
             blank_corpus(work / f"corpus-{name}", counts, ns.seed + sum(map(ord, name)))
     report: dict[str, Any] = {"meta": {
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
@@ -274,7 +280,35 @@ def run_all(ns: argparse.Namespace) -> dict[str, Any]:
         print(f"  {fig['pages_per_s']} pages/s through; driver {fig['driver_cpu_ms_per_doc']} CPU-ms/doc; "
               f"ceiling {c['pages_per_s']} pages/s ({c['step']}), {c['gpus_at_5']} GPUs", flush=True)
     report["fit"] = ceiling_fit(report["runs"])
+    if "drivers" in wanted:
+        report["drivers_run"] = _drivers_run(ns, base, work, out, len(corpora["drivers"]))
+        single = next((r for r in report["runs"] if r.get("label") == "ten-page" and "failed" not in r), None)
+        job = job_fit(report["fit"], single, report["drivers_run"] if "failed" not in report["drivers_run"] else None)
+        report["fit"]["job"] = job
+        report["fit"]["pages_per_s_job"] = job.get("pages_per_s_job")
     return report
+
+
+def _drivers_run(ns: argparse.Namespace, base: Any, work: Path, out: Path, docs: int) -> dict[str, Any]:
+    """Two drivers in one job over the drivers corpus (see jobs.bench.dryrun_drivers), or why it failed."""
+    kept = out / "raw-drivers-2.json"
+    print(f"dry run drivers-2: {docs} documents of 10 pages, two drivers in one job", flush=True)
+    if (ns.resume or ns.report_only) and kept.is_file():
+        raw = json.loads(kept.read_text())
+    elif ns.report_only:
+        return {"failed": f"drivers-2: not measured in {out}"}
+    else:
+        raw = run_step("dryrun-drivers-2", "jobs.bench.dryrun_drivers:drivers_step",
+                       dict(cfg=_cfg_for(base), corpus=str(work / "corpus-drivers"), workdir=str(work / "runs"),
+                            drivers=2, latency_ms=ns.latency_ms, label="drivers-2"), out, timeout_s=ns.timeout_s)
+        if "failed" in raw:
+            print(f"  failed: {raw['failed']}", flush=True)
+            return {"failed": raw["failed"], "log": raw.get("log")}
+        kept.write_text(json.dumps(raw, indent=2, default=str))
+    fig = drivers_figures(raw)
+    print(f"  the job {fig['job_pages_per_s']} pages/s; per driver CPU-ms/doc "
+          f"{[d['cpu_ms_per_doc'] for d in fig['per_driver']]}", flush=True)
+    return fig
 
 
 def _line(points: list[tuple[float, float]]) -> tuple[float, float] | None:
@@ -334,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    from jobs.bench.dryrun_drivers import drivers_markdown
     from jobs.bench.dryrun_report import markdown, plot
 
     out = Path(ns.output)
@@ -342,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # noqa: BLE001 - the figures still get written
         report["plot"] = f"failed: {type(exc).__name__}: {exc}"
     (out / "dryrun.json").write_text(json.dumps(report, indent=2, default=str))
-    md = markdown(report)
+    md = markdown(report) + "\n".join(drivers_markdown(report)) + "\n"
     (out / "dryrun.md").write_text(md)
     print(md)
-    return 0 if all("failed" not in r for r in report["runs"]) else 1
+    return 0 if all("failed" not in r for r in [*report["runs"], report.get("drivers_run") or {}]) else 1

@@ -116,6 +116,16 @@ def _cluster(nodes: int, cpus_per_node: int) -> Iterator[Any]:
         cluster.shutdown()
 
 
+def prepare(cfg: dict[str, Any], workdir: str, label: str) -> tuple[Config, Path]:
+    """A step's config and a fresh work folder of its own; Ray without auth and the hub offline, for its children."""
+    os.environ["RAY_AUTH_MODE"] = "disabled"
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    work = Path(workdir) / label
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    return Config.model_validate(cfg), work
+
+
 def dryrun_step(cfg: dict[str, Any], corpus: str, workdir: str, storage: str, runtime: str, nodes: int = 3,
                 cpus_per_node: int = 2, latency_ms: float = 0.0, delay_s: float = 0.0,
                 label: str = "run") -> dict[str, Any]:
@@ -126,12 +136,7 @@ def dryrun_step(cfg: dict[str, Any], corpus: str, workdir: str, storage: str, ru
     from jobs.bench.instant import InstantEmbedStage, delayed_convert_stage
     from jobs.ingest import run_ingest
 
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    config = Config.model_validate(cfg)
-    work = Path(workdir) / label
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    config, work = prepare(cfg, workdir, label)
     out: dict[str, Any] = {"label": label, "storage": storage, "runtime": runtime, "latency_ms": latency_ms,
                            "delay_s": delay_s, "load_avg_before": [round(x, 2) for x in os.getloadavg()]}
     with ExitStack() as stack:
