@@ -202,7 +202,7 @@ def test_the_tiny_dry_run_reports_every_figure(tmp_path: Path) -> None:
     # Two drivers in one job: every document once, each driver's own CPU per document, the job's line in the report.
     d = rep["drivers_run"]
     assert "failed" not in d, d
-    assert d["documents"] == 8 and d["failed"] == 0 and d["collection_rows"] == d["chunks"] > 0
+    assert d["documents"] == 8 and d["failed_documents"] == 0 and d["collection_rows"] == d["chunks"] > 0
     assert [p["output"] for p in d["per_driver"]] == ["shard-1-of-2", "shard-2-of-2"]
     assert sum(p["documents"] for p in d["per_driver"]) == 8
     assert all(p["cpu_ms_per_doc"] is None or p["cpu_ms_per_doc"] > 0 for p in d["per_driver"])

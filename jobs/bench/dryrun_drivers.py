@@ -100,8 +100,9 @@ def drivers_figures(raw: dict[str, Any]) -> dict[str, Any]:
                     "cpu_share": round(cpu / wall, 4) if wall else None,
                     "pages_per_s": round(wpages / wall, 1) if wall else None})
     m = raw["summary"]
-    return {"label": raw["label"], "drivers": raw["drivers"], "documents": m["documents"], "failed": m["failed"],
-            "pages": m["pages"], "collection_rows": m["collection_rows"], "chunks": m["chunks"],
+    # "failed_documents", not "failed": a "failed" key marks a run that did not happen (see jobs.bench.dryrun).
+    return {"label": raw["label"], "drivers": raw["drivers"], "documents": m["documents"],
+            "failed_documents": m["failed"], "pages": m["pages"], "collection_rows": m["collection_rows"], "chunks": m["chunks"],
             "job_pages_per_s": m["pages_per_s"], "per_driver": per,
             "load_avg": [raw["load_avg_before"][0], raw["load_avg_after"][0]]}
 
@@ -148,7 +149,7 @@ def drivers_markdown(rep: dict[str, Any]) -> list[str]:
         return ["", f"## Drivers in one job: failed: {d['failed']}"]
     j = (rep.get("fit") or {}).get("job") or {}
     lines = ["", f"## {d['drivers']} drivers in one job (one head)", "",
-             f"{d['documents']} documents, {d['pages']} pages, {d['failed']} failed; collection rows "
+             f"{d['documents']} documents, {d['pages']} pages, {d['failed_documents']} failed; collection rows "
              f"{d['collection_rows']} (chunks {d['chunks']}); the job: {d['job_pages_per_s']} pages/s; load avg "
              f"{d['load_avg'][0]} / {d['load_avg'][1]}.", "",
              "| driver | documents | CPU-ms / doc | pages/s |", "| --- | --- | --- | --- |"]
