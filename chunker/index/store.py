@@ -51,7 +51,12 @@ class ChunkStore(ChunkSearch):
             if self.server:
                 # The one secret this module needs; named by config so deployments pick their own variable.
                 token = os.environ.get(cfg.token_env, "")
-                self.client = MilvusClient(uri=cfg.uri, token=token, timeout=min(CONNECT_TIMEOUT_S, cfg.call_timeout_s))
+                # A connection of its own, closed with the store: pymilvus 3 shares one channel per URI and keeps it
+                # open after the last client closes, pinging every 10 s (pymilvus/client/connection_manager.py,
+                # grpc_handler.py). A server stricter on idle pings (`milvus-lite server`) answers with a GOAWAY, and
+                # the next store opened on that URI (a job counting rows after its drivers) failed to reconnect.
+                self.client = MilvusClient(uri=cfg.uri, token=token, timeout=min(CONNECT_TIMEOUT_S, cfg.call_timeout_s),
+                                           dedicated=True)
             else:
                 path = Path(cfg.uri).expanduser()
                 if path.suffix != ".db":
