@@ -96,14 +96,17 @@ def gpu_memory_probe() -> MemoryProbe | None:
 
 def wait_for_gpu_memory(utilization: float, timeout_s: float, probe: MemoryProbe | None,
                         sleep: Callable[[float], None] = time.sleep,
-                        clock: Callable[[], float] = time.monotonic) -> bool:
+                        clock: Callable[[], float] = time.monotonic,
+                        say: Callable[..., None] | None = None) -> bool:
     """Wait (at most ``timeout_s``, pausing 0.5 s, doubling to 10 s) until every GPU ``probe`` sees has
     ``utilization`` of its memory free: what vLLM demands before it starts (``Free memory on device ... is less than
     desired GPU memory utilization``, vllm/v1/worker/gpu_worker.py ``init_device``). An actor restarted after its
     engine died comes up while the dead engine core still releases its memory. True when the memory is there (or
-    there is nothing to probe); False when the time ran out: the start goes ahead and vLLM says what it found."""
+    there is nothing to probe); False when the time ran out: the start goes ahead and vLLM says what it found.
+    ``say`` takes the operator's lines (``log.warning`` by default), ``%``-style like a logging call."""
     if probe is None or timeout_s <= 0:
         return True
+    say = say or log.warning
     t0 = clock()
     pause = 0.5
     said = False
@@ -112,16 +115,16 @@ def wait_for_gpu_memory(utilization: float, timeout_s: float, probe: MemoryProbe
         short = [(i, free, total) for i, (free, total) in enumerate(cards) if total and free < utilization * total]
         if not short:
             if said:
-                log.warning("GPU memory is free after %.0f s; starting the engine", clock() - t0)
+                say("GPU memory is free after %.0f s; starting the engine", clock() - t0)
             return True
         left = timeout_s - (clock() - t0)
         if left <= 0:
-            log.warning("GPU memory still short after %.0f s (converter.model.engine_start_wait_s); starting the "
+            say("GPU memory still short after %.0f s (converter.model.engine_start_wait_s); starting the "
                         "engine anyway", timeout_s)
             return False
         if not said:
             i, free, total = short[0]
-            log.warning("waiting up to %.0f s for GPU memory: GPU %d has %.1f of %.1f GiB free, the engine asks "
+            say("waiting up to %.0f s for GPU memory: GPU %d has %.1f of %.1f GiB free, the engine asks "
                         "%.0f%% (converter.model.gpu_memory_utilization); a dead engine may still hold it",
                         timeout_s, i, free / 2**30, total / 2**30, utilization * 100)
             said = True
