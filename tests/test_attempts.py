@@ -116,6 +116,25 @@ def test_concurrent_copies_never_count_each_others_starts(tmp_path):
     assert (prior_starts(store, a), prior_starts(store, b)) == (2, 1)
 
 
+def test_the_first_copy_to_ask_keeps_the_lead_when_start_times_tie(tmp_path):
+    """File systems stamp modification times by a coarse clock tick: a copy that started alone and converts, and a
+    second copy whose marker lands in the same tick (or, from another node, seems earlier), must not both convert."""
+    import os
+
+    from chunker.run.attempts import elect
+    from chunker.run.layout import copy_key
+
+    store = RunStore(str(tmp_path / "run"))
+    a, b = _copy("/in/a/x.pdf"), _copy("/in/b/x.pdf")
+    first = record_start(store, a)
+    assert elect(store, a) == copy_key(a.source_uri), "alone, it leads"
+    second = record_start(store, b)
+    os.utime(store.path(first), (1000, 1000))
+    os.utime(store.path(second), (999, 999))  # b's marker reads as the earlier one
+    assert elect(store, b) == elect(store, a) == copy_key(a.source_uri), "the lead stays with the copy that took it"
+    assert prior_starts(store, a) == prior_starts(store, b) == 1, "the lead file is not a start"
+
+
 def test_the_earliest_copy_converts_and_the_others_take_its_batches(tmp_path):
     import os
 

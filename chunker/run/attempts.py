@@ -38,6 +38,7 @@ from chunker.types import ConvertedBatch, Problem, SegmentJob, Stage
 DONE = ".done"  # beside a start marker: that start finished (or was not running when its engine died)
 ALONE = ".alone"  # beside a start marker: its engine died while it was the only segment converting there
 FAILED = ".failed"  # beside a start marker: that start finished with a problem (the JSON in it), for waiting copies
+LEAD = "lead.claim"  # in a segment's folder: the copy that converts it in this run (a name with a dot: not a start)
 COPY_POLL_S = (0.5, 5.0)  # first and longest pause between looks at the copy a segment waits for
 
 
@@ -113,13 +114,19 @@ def quarantine(prior: int, max_attempts: int, alone: int = 0, depth: int = 0) ->
 
 
 def elect(store: RunStore, job: SegmentJob) -> str:
-    """The copy that converts ``job`` in this run: the one with the earliest start marker (ties: by name). Asked
-    after this copy's own start is recorded, so two copies starting together both see both starts and agree; a copy
-    that started alone sees only itself and converts. A copy whose first start died keeps the lead: its retry comes
-    back and converts."""
+    """The copy that converts ``job`` in this run. Asked after this copy's own start is recorded. Where the run
+    folder can create a file only if absent (a local disk, NFS) the first copy to ask claims the lead; a copy that
+    started later, or in the same clock tick, reads it. On object storage it is the copy with the earliest start
+    marker (ties: by name): two copies starting together both see both starts and agree, though two whose markers
+    share a modification time may both convert (a wasted conversion, never a wrong row). A copy whose first start
+    died keeps the lead: its retry comes back and converts."""
+    own = copy_key(job.source_uri)
+    held = store.claim(f"{_folder(job)}/{LEAD}", own.encode())
+    if held:
+        return held.decode()
     starts = _starts(store.entries(_folder(job)))
     if not starts:
-        return copy_key(job.source_uri)
+        return own
     return min(starts, key=lambda s: (s.mtime, s.name)).copy
 
 

@@ -197,6 +197,27 @@ class RunStore:
             fh.write(data)
         return target
 
+    def claim(self, name: str, data: bytes) -> bytes | None:
+        """Create ``name`` holding ``data`` unless it exists; returns what it holds afterwards, the first claimer's
+        ``data``. Atomic on local disks and NFS: the bytes are written under a name of their own, then hard-linked
+        into place (a link fails when the name exists, and never shows a half-written file). None on object
+        storage, where pyarrow has no create-if-absent: the caller decides another way."""
+        if not self.local:
+            return None
+        target = self.path(name)
+        self.fs.create_dir(target.rsplit("/", 1)[0], recursive=True)
+        tmp = f"{target}.{os.getpid()}-{uuid.uuid4().hex[:8]}.tmp"
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+        try:
+            os.link(tmp, target)
+        except FileExistsError:
+            with open(target, "rb") as fh:
+                return fh.read()
+        finally:
+            os.unlink(tmp)
+        return data
+
     def read_bytes(self, name: str) -> bytes:
         with self.fs.open_input_stream(self.path(name)) as fh:
             return fh.read()
