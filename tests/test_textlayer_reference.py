@@ -81,6 +81,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
 
     visible = 0
     held, last_size = False, float("nan")  # a break pdfium generated, decided at the next visible character
+    hiding = False
     for ch, generated, (x0, x1, y0, y1), size, style in _records(page):
         line = state["line"]
         if ch in ("\n", "\r"):
@@ -101,7 +102,10 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
         elif ch.isspace():
             if line.chars and not line.chars[-1].isspace():
                 pad(x0, x0)
+        elif size < ls.MIN_SIZE and 0 < y1 - y0 < tl.HIDDEN_PT and (ch.isalnum() or hiding):
+            hiding = True  # too small to read, and the punctuation right after it
         else:
+            hiding = False
             word = 0.2 * min(ls.gap_size(size, y1 - y0, line.y1 - line.y0), line.y1 - line.y0)
             if held and line.chars and not ls.goes_on(x0, y0, y1, size, ch.isalnum(), line.xs1[-1], line.y0, line.y1,
                                                       last_size):
@@ -189,6 +193,42 @@ def _mixed_pdf(path: Path) -> Path:
     pdf.cell(30, 6, "(567)", align="R", new_x="LMARGIN", new_y="NEXT")
     pdf.output(str(path))
     return path
+
+
+def _hidden_pdf(path: Path) -> Path:
+    """A heading and a paragraph, with a record ID and a placeholder set at 1 pt in white beside the heading (as
+    exported reports carry them), and a lone dash set at 1 pt."""
+    from fpdf import FPDF
+
+    pdf = FPDF()
+    pdf.add_page()
+    pdf.set_font("Helvetica", "B", 14)
+    pdf.cell(120, 10, "Strategy 4.3.3. Heat Islands")
+    pdf.set_text_color(255, 255, 255)
+    pdf.set_font("Helvetica", "", 1)
+    pdf.cell(20, 10, "PLACEHOLDER_155 _ee1ba140-c04c-11ec-866c", new_x="LMARGIN", new_y="NEXT")
+    pdf.set_text_color(0, 0, 0)
+    pdf.set_font("Helvetica", "", 10)
+    pdf.multi_cell(150, 5, "Mitigate urban heat island effects through cool pavements and shade trees.")
+    pdf.set_font("Helvetica", "", 1)
+    pdf.cell(10, 5, "-", new_x="LMARGIN", new_y="NEXT")
+    pdf.output(str(path))
+    return path
+
+
+def test_text_too_small_to_read_is_not_read(tmp_path: Path) -> None:
+    """1-pt text is not part of the page a reader sees: its lines and characters leave the reading (the agency
+    reports hide a record GUID and a placeholder beside every heading so); a dash stays whatever its size."""
+    path = _hidden_pdf(tmp_path / "hidden.pdf")
+    assert _assert_same(path) >= 2
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        text = " | ".join(ln.text for ln in tl.read_page(doc[0], 1).lines)
+    finally:
+        doc.close()
+    assert "Heat Islands" in text and "cool pavements" in text, text
+    assert "PLACEHOLDER" not in text and "ee1ba140" not in text, text
+    assert "-" in text.replace("-c04c", ""), text
 
 
 def test_mixed_fonts_sizes_and_soft_hyphens_read_alike(tmp_path: Path) -> None:

@@ -21,10 +21,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from typing import TYPE_CHECKING
 
 from chunker.convert.pdf_text.furniture import MAX_NUMBERED_FURNITURE
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped, read_page
 from chunker.convert.render import PDFIUM_LOCK
+
+if TYPE_CHECKING:  # annotations only: pdfium is imported where a page is read
+    import pypdfium2 as pdfium
 
 MAX_CHARS = 240  # an identity is a label, not a summary: it rides along with every chunk of the document
 _SAMPLE_PAGES = 6  # pages whose bands are read for running headers and footers, spread over the document

@@ -19,7 +19,7 @@ class Line(Protocol):
     italic: bool
     mono: bool
 
-_MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see finish_line)
+MIN_SIZE = 3.0  # below this a reported font size is not what the page shows (see finish_line)
 # Above this many times its line's glyph height a reported size is not what the page shows either: some filings
 # printed from HTML report 416 for 8-point type (their text matrix scales it down). Text as printed has a size
 # 1.0-2.1x the height of its line's glyph boxes (measured: all 2,713 pages of financebench-dev, CloudWay and the
@@ -34,7 +34,7 @@ def finish_line(line: Line, sizes: dict[float, int], boldc: int, italc: int, mon
     """A closed line's size (its characters' most common one, or its height where pdfium reports a size no page
     shows) and its bold, italic and mono flags (a majority of its visible characters)."""
     best = max(sizes.items(), key=lambda kv: kv[1])[0] if sizes else 0.0
-    if best < _MIN_SIZE and line.y1 - line.y0 >= _MIN_SIZE:
+    if best < MIN_SIZE and line.y1 - line.y0 >= MIN_SIZE:
         # pdfium reports the unscaled size of text drawn through a scaled form or a Type 3 font (1.0 where the
         # glyphs stand 9 points tall, in filings printed from HTML): the line's height tells the size instead,
         # which the gaps between cells and words are measured against.
@@ -66,10 +66,10 @@ def goes_on(x0: float, y0: float, y1: float, size: float, alnum: bool, last_x1: 
 
 def gap_size(size: float, glyph_h: float, line_h: float) -> float:
     """The size a gap between two characters of a line is measured against (a gap wider than it is a space):
-    the reported size unless the page cannot mean it (see _MIN_SIZE, _OVERSIZE), then one read off the glyphs."""
-    if size < _MIN_SIZE:
+    the reported size unless the page cannot mean it (see MIN_SIZE, _OVERSIZE), then one read off the glyphs."""
+    if size < MIN_SIZE:
         return max(size, glyph_h / 0.7)
-    if line_h >= _MIN_SIZE and size > _OVERSIZE * line_h:
+    if line_h >= MIN_SIZE and size > _OVERSIZE * line_h:
         return line_h / 0.7
     return size
 
@@ -79,7 +79,7 @@ def rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[f
     show; any other page's sizes as reported. Relative sizes (a heading over the body) are kept; what this restores
     is every measure in ems: the gap between two cells of a table row (0.8 em), a word space."""
     ratios = [ln.size / (ln.y1 - ln.y0) for ln in lines
-              if ln.size > 0 and ln.y1 - ln.y0 >= _MIN_SIZE and sum(c.isalnum() for c in ln.chars) >= 4]
+              if ln.size > 0 and ln.y1 - ln.y0 >= MIN_SIZE and sum(c.isalnum() for c in ln.chars) >= 4]
     if not ratios:
         return page_sizes
     ratios.sort()

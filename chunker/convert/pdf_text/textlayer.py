@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from chunker.convert.pdf_text.linesize import finish_line, gap_size, goes_on, rescale_oversized
+from chunker.convert.pdf_text.linesize import MIN_SIZE, finish_line, gap_size, goes_on, rescale_oversized
 
 # pdfium hands soft hyphens back as U+00AD, U+FFFE (LaTeX/pandoc PDFs) or U+0002.
 SOFT_HYPHENS = "\u00ad\ufffe\u0002"
@@ -25,6 +25,13 @@ _BOLD_NAME = re.compile(r"bold|black|heavy|semibold|demi|[-,]bd\b|\bbd\b", re.I)
 _ITALIC_NAME = re.compile(r"italic|oblique|[-,]it\b", re.I)
 _MONO_NAME = re.compile(r"mono|courier|consol|typewriter|lmtt|cmtt", re.I)
 REPLACEMENT = "\ufffd"
+# A glyph under this many points tall, at a reported size under linesize's MIN_SIZE, is not for reading: text set at
+# 1 pt (in white, in exported agency reports: a placeholder and a record GUID beside every heading). Fine print at
+# 4 pt stands over 2 pt; text drawn through a scaled form reports size 1.0 with full-height glyphs, so the height
+# decides, not the size. A letter or digit decides; the punctuation right after it goes with it. Punctuation alone
+# never does: in filings printed from HTML a dot or a dash reports size 1.0 with a box under 1.5 pt (2,784 such
+# characters on financebench-dev, none of them hidden).
+HIDDEN_PT = 1.5
 
 
 def char_at(textpage: pdfium_c.FPDF_TEXTPAGE, i: int, n: int) -> tuple[str, int]:
@@ -272,6 +279,7 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
         lx0, ly0, lx1, ly1, boldc, italc, monoc, vis = _OPEN
 
         held = False  # a line break pdfium generated, not yet acted on
+        hiding = False  # the last character read was too small to read (HIDDEN_PT)
         i, step = -1, 1
         while True:
             i += step
@@ -324,6 +332,10 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
                 size = obj_size
             else:
                 size = get_size(h, i)
+            if size < MIN_SIZE and 0 < y1 - y0 < HIDDEN_PT and (alnum or hiding):
+                hiding = True
+                continue
+            hiding = False
             if held and chars and not goes_on(x0, y0, y1, size, alnum, xs1[-1], ly0, ly1, last_size):
                 # The break stands: the next character is on another line, back to the left, or set smaller.
                 cur = _close(cur, (lx0, ly0, lx1, ly1), sizes, (boldc, italc, monoc, vis), page_sizes, lines)
