@@ -26,6 +26,13 @@ class EmbedConfig(_Section):
         "words. The identity is "
         "BM25-indexed and returned with every hit either way (QUALITY.md: what embedding it did on the real sets)."
     )
+    compact_rows: bool = Field(
+        False, description="Embed a run of table rows with its column paths written once (on its first row), not "
+        "once per figure as the stored row sentences do, so a table chunk's last rows fit under max_seq_length "
+        "(chunker/index/rowtext.py; the stored text, BM25's text and hits are unchanged). Off: financebench-dev won "
+        "9 / lost 4 questions with it, the generated set's quarterly reports lost 10 / won 1, since the repeated "
+        "period words are what tell one quarter's filing from the next (QUALITY.md)."
+    )
     backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
         "auto", description="What runs the model: torch (sentence-transformers, any device); onnx (onnxruntime, fp32, "
         "CPU only); onnx-int8 (onnxruntime, dynamically quantised weights, CPU only); auto = onnx-int8 when device is "

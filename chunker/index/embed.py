@@ -17,6 +17,7 @@ import numpy as np
 
 from chunker.backends.base import BackendUnavailable
 from chunker.config import EmbedConfig
+from chunker.index.rowtext import compact_rows
 from chunker.types import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,17 +29,19 @@ log = logging.getLogger("chunker.index.embed")
 BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 
 
-def passage(chunk: Chunk, identity: bool = True) -> str:
+def passage(chunk: Chunk, identity: bool = True, compact: bool = False) -> str:
     """What is embedded for a chunk: its text, after its document's identity when ``identity`` (``embed.identity``)
-    and the text does not already open with it. A one-title document (a manual page, a policy) has its title as both
+    and the text does not already open with it; with ``compact`` (``embed.compact_rows``) a run of table rows writes
+    its column paths once (:mod:`chunker.index.rowtext`), so the rows fit under the embedder's token cap. A one-title document (a manual page, a policy) has its title as both
     identity and breadcrumb root: said twice, the title outweighs the chunk's own words in the mean-pooled vector
     and the document's chunks look more alike than they are (QUALITY.md, issue 20: the identity embedded once)."""
+    text = compact_rows(chunk.text) if compact else chunk.text
     if not identity or not chunk.identity.strip():
-        return chunk.text
+        return text
     head = " ".join(chunk.identity.split()).casefold()
     if " ".join(chunk.text[:len(chunk.identity) * 2 + 8].split()).casefold().startswith(head):
-        return chunk.text
-    return f"{chunk.identity}\n{chunk.text}"
+        return text
+    return f"{chunk.identity}\n{text}"
 
 
 def resolve_model_path(name: str) -> str:
@@ -181,7 +184,7 @@ class Embedder:
 
     def passages(self, chunks: list[Chunk]) -> list[str]:
         """What is embedded for each chunk (:func:`passage`)."""
-        return [passage(c, self.cfg.identity) for c in chunks]
+        return [passage(c, self.cfg.identity, self.cfg.compact_rows) for c in chunks]
 
     def encode_chunks(self, chunks: list[Chunk]) -> np.ndarray:
         return self.encode(self.passages(chunks))
