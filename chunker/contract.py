@@ -89,9 +89,19 @@ def figure_row_sentence(label_path: list[str], cells: list[tuple[list[str], str]
     return f"{lead} | {body}" if lead and body else (lead or body)
 
 
+FIGURE_PLACEHOLDER = "Image"  # what a figure with no description is written as
+# Words a converter or model writes for a figure it could not describe.
+_PLACEHOLDERS = {"", FIGURE_PLACEHOLDER.casefold(), "figure", "picture", "graphic", "photo", "logo", "chart"}
+
+
+def says_nothing(figure_text: str) -> bool:
+    """Whether a figure's text is only a placeholder: no description, nothing a question could match."""
+    return figure_text.strip().strip(".:").casefold() in _PLACEHOLDERS
+
+
 def figure_line(description: str, bbox: Iterable[float] | None = None) -> str:
     """A figure: its description (brackets made safe) and, where known, its box in PDF points."""
-    text = (description or "Image").replace("]", ")").replace("[", "(")
+    text = (description or FIGURE_PLACEHOLDER).replace("]", ")").replace("[", "(")
     box = f" <!-- bbox {' '.join(str(v) for v in bbox)} -->" if bbox is not None else ""
     return f"![{text}](figure){box}"
 

@@ -126,3 +126,42 @@ def test_a_parenthetical_or_unit_line_is_never_a_heading():
     els, chunks = _chunks(md)
     assert [e.kind for e in els] == ["heading", "paragraph", "paragraph", "paragraph"]
     assert all(c.breadcrumb == "Consolidated Balance Sheets" for c in chunks)
+
+
+def test_a_run_that_fills_its_chunks_splits_evenly_rather_than_leave_a_tail():
+    # Paragraphs of 250, 100 and 100 characters at target 400: greedy packing makes 351 + a 100-character tail;
+    # balanced, the middle paragraph moves to the tail and neither chunk is under min_chars or past the target.
+    long, mid, last = "A" * 249 + ".", "B" * 99 + ".", "C" * 99 + "."
+    md = f"# Notes\n\n{long}\n\n{mid}\n\n{last}"
+    cfg = CFG.model_copy(update={"merge_fragments": "none", "min_chars": 150})
+    _, greedy = _chunks(md, cfg)
+    assert [_body(c) for c in greedy] == [f"{long}\n{mid}", last]
+    _, even = _chunks(md, cfg.model_copy(update={"balance_tails": True}))
+    assert [_body(c) for c in even] == [long, f"{mid}\n{last}"]
+    # Equal units cannot do better than greedy: nothing moves that would make the tail the larger one.
+    same = "# Notes\n\n" + "\n\n".join([long] * 3)
+    assert [c.text for c in _chunks(same, cfg)[1]] == \
+        [c.text for c in _chunks(same, cfg.model_copy(update={"balance_tails": True}))[1]]
+    # A table's rows too: the last row alone after a full chunk takes the row before it, titled as the table's
+    # later chunks are; the lead-in keeps rows of its own.
+    lead = "The components of lease cost for the years ended December 31 were as follows (in millions):"
+    rows = "".join(f"| Operating lease cost for item number {i} of the portfolio | {i * 100} | {i * 90} |\n"
+                   for i in range(4))
+    md = f"# Leases\n\n{lead}\n\n| | 2023 | 2022 |\n| --- | --- | --- |\n{rows}"
+    cfg = cfg.model_copy(update={"target_chars": 330})
+    _, greedy = _chunks(md, cfg)
+    assert [len(_body(c).splitlines()) for c in greedy] == [4, 2], "greedy: lead-in + 3 rows, then title + 1 row"
+    _, even = _chunks(md, cfg.model_copy(update={"balance_tails": True}))
+    assert [len(_body(c).splitlines()) for c in even] == [3, 3]
+    assert _body(even[0]).startswith(lead + "\n") and _body(even[1]).startswith(title_of(lead) + "\n")
+    assert "item number 2" in _body(even[1]) and "item number 3" in _body(even[1])
+
+
+def test_a_figure_without_a_description_is_no_chunk_of_its_own():
+    md = f"# Employees\n\n{PROSE}\n\n![Image](figure)\n\n{PROSE}\n\n![Bar chart of revenue by segment, 2021-2023](figure)"
+    _, chunks = _chunks(md, CFG.model_copy(update={"merge_fragments": "none"}))
+    blank = next(c for c in chunks if "Image" in _body(c).splitlines())
+    assert blank.modality == "text" and PROSE in blank.text, "a placeholder packs with the prose around it"
+    assert all(c.modality != "figure" for c in chunks if "Image" in _body(c).splitlines())
+    described = [c for c in chunks if "Bar chart" in c.text]
+    assert len(described) == 1 and described[0].modality == "figure" and PROSE not in described[0].text

@@ -174,6 +174,11 @@ class PlannerConfig(_Section):
         "chunk, and every later chunk of the table repeats the lead-in's gist as a title line. False: the lead-in "
         "stays with the prose before the table."
     )
+    balance_tails: bool = Field(
+        False, description="A run of prose or table rows that fills its chunks and leaves a last chunk under "
+        "min_chars is split evenly instead (units move from the chunk before into the small one while it stays the "
+        "smaller): no chunk grows, fewer fragments."
+    )
     table_lead_in: Literal["off", "intro", "any"] = Field(
         "off", description="Whether a table's first rows may continue the prose chunk right before them (same "
         "section, within target_chars): 'intro' when that prose ends with a paragraph ending in ':' (\"The following "

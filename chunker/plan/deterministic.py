@@ -11,7 +11,11 @@ text from the verbatim elements, prefixed with the heading breadcrumb. Boundarie
 * table rows are single units that pack only with rows of the same table (modality ``table``); the table's lead-in
   (a short paragraph right before its first row that introduces it, :mod:`chunker.plan.leadin`) opens the table's
   first chunk (``planner.table_captions``), and every later chunk of the table repeats its gist as a title line;
-* a figure is a chunk of its own (modality ``figure``) so visual questions can boost it;
+* a figure is a chunk of its own (modality ``figure``) so visual questions can boost it; a figure with no
+  description (a placeholder such as "Image", :func:`chunker.contract.says_nothing`) is not: alone it is a chunk that
+  matches nothing and takes a figure boost, so it packs with the prose around it;
+* a run of prose or of one table's rows that fills its chunks and leaves a small last one is split evenly instead
+  (``planner.balance_tails``);
 * a heading never ends up alone: it is placed in the first chunk of its section (or the next one when the section is
   empty); its text lives in the breadcrumb of every chunk below it;
 * with ``planner.merge_fragments``, a chunk under ``planner.min_chars`` joins a neighbour
@@ -28,7 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from chunker.config import PlannerConfig
-from chunker.contract import SEGMENT_STRIDE
+from chunker.contract import SEGMENT_STRIDE, says_nothing
 from chunker.errors import DocumentError
 from chunker.plan.fragments import Piece, is_pair, join_fragments
 from chunker.plan.leadin import is_lead_in, title_of
@@ -88,7 +92,7 @@ def make_units(elements: list[Element], max_chars: int = 1600, lead_ins: bool = 
             # An answer that introduces a table stays with its question (the question then opens the table's chunk
             # as prose would); elsewhere the lead-in goes with its rows.
             units.append(Unit([e], "table", nxt.group))
-        elif e.kind == "figure":
+        elif e.kind == "figure" and not says_nothing(e.text):
             units.append(Unit([e], "figure"))
         elif is_question(e):
             units.append(Unit([e], "question"))
@@ -132,13 +136,16 @@ def _leads_into(cur: list[Unit], u: Unit, cur_size: int, cfg: PlannerConfig) -> 
 def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
     """Greedy packing of one section's units up to the target size."""
     groups: list[list[Unit]] = []
+    cut_by_size: list[bool] = []  # per group: whether it began because the one before was full (not a kind break)
     cur: list[Unit] = []
     cur_size = 0
+    size_cut = False
 
     def flush() -> None:
         nonlocal cur, cur_size
         if cur:
             groups.append(cur)
+            cut_by_size.append(size_cut)
         cur, cur_size = [], 0
 
     for u in units:
@@ -162,10 +169,37 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
             too_big = False  # a lead-in never ends a chunk alone, however long its table's first row
         if kind_break or too_big:
             flush()
+            size_cut = not kind_break
         cur.append(u)
         cur_size += u.size
     flush()
+    if cfg.balance_tails:
+        _balance_tails(groups, cut_by_size, cfg)
     return groups
+
+
+def _lead_in_only(units: list[Unit]) -> bool:
+    return len(units) == 1 and units[0].kind == "table" and units[0].elements[0].kind != "table_row"
+
+
+def _balance_tails(groups: list[list[Unit]], cut_by_size: list[bool], cfg: PlannerConfig) -> None:
+    """A run of prose or of one table's rows that filled its chunks leaves a small last chunk (1,300 characters
+    make 1,100 + 200). Units move from the end of the chunk before into that tail while the tail stays no larger
+    than what remains before it, so the run splits evenly instead: no chunk grows, none is left a fragment."""
+    for k in range(1, len(groups)):
+        if not cut_by_size[k]:
+            continue
+        prev, tail = groups[k - 1], groups[k]
+        prev_size, tail_size = sum(u.size for u in prev), sum(u.size for u in tail)
+        if tail_size >= cfg.min_chars:
+            continue
+        while len(prev) > 1:
+            m = prev[-1]
+            if tail_size + m.size > prev_size - m.size or tail_size + m.size > cfg.target_chars \
+                    or _lead_in_only(prev[:-1]):
+                break
+            tail.insert(0, prev.pop())
+            prev_size, tail_size = prev_size - m.size, tail_size + m.size
 
 
 def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
@@ -233,7 +267,7 @@ def _modality(els: list[Element]) -> Modality:
     """``figure`` for a chunk holding a figure, ``table`` when table rows (a lead-in with them) are most of its
     text, else ``text``."""
     content = [e for e in els if e.kind != "heading"] or els
-    if any(e.kind == "figure" for e in content):
+    if any(e.kind == "figure" and not says_nothing(e.text) for e in content):
         return "figure"
     rows = sum(len(e.text) for e in content if e.kind == "table_row")
     if rows and (rows * 2 >= sum(len(e.text) for e in content) or all(e.kind == "table_row" for e in content[1:])):
