@@ -28,7 +28,8 @@ CONTENT_FIELDS = frozenset({
     "converter.model.repetition_max_pattern_tokens", "converter.model.repetition_min_count",
     "planner",
     # int8 ONNX vectors are not the torch ones (cosine ~0.994): another backend means another index
-    "embed.model", "embed.max_seq_length", "embed.backend", "embed.identity", "embed.compact_rows", "intake.identity",
+    "embed.model", "embed.max_seq_length", "embed.backend", "embed.identity", "embed.compact_rows", "embed.long_passages",
+    "intake.identity",
 })
 RUNTIME_FIELDS = frozenset({
     # which files are read, and limits that make a file fail (a failed file gets no ledger entry anyway)

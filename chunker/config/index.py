@@ -33,6 +33,12 @@ class EmbedConfig(_Section):
         "9 / lost 4 questions with it, the generated set's quarterly reports lost 10 / won 1, since the repeated "
         "period words are what tell one quarter's filing from the next (QUALITY.md)."
     )
+    long_passages: Literal["truncate", "windows"] = Field(
+        "truncate", description="A passage past max_seq_length word pieces: 'truncate' embeds its first "
+        "max_seq_length (the model's own behaviour); 'windows' embeds it in windows of at most that many, cut at line "
+        "breaks where it can, and averages them by their piece counts, so a long table chunk's last rows count "
+        "(chunker/index/windows.py)."
+    )
     backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
         "auto", description="What runs the model: torch (sentence-transformers, any device); onnx (onnxruntime, fp32, "
         "CPU only); onnx-int8 (onnxruntime, dynamically quantised weights, CPU only); auto = onnx-int8 when device is "

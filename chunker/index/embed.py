@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -110,6 +111,7 @@ class Embedder:
         self.model_path = resolve_model_path(cfg.model)
         self.model: SentenceTransformer | None = None
         self.onnx: OnnxEncoder | None = None
+        self._spans: Callable[[str], list[tuple[int, int]]] | None = None  # word-piece spans, for long_passages
         wanted = requested_backend(cfg)
         if wanted == "torch":
             self._load_torch()
@@ -187,7 +189,17 @@ class Embedder:
         return [passage(c, self.cfg.identity, self.cfg.compact_rows) for c in chunks]
 
     def encode_chunks(self, chunks: list[Chunk]) -> np.ndarray:
-        return self.encode(self.passages(chunks))
+        """Passage vectors; past the token cap as ``embed.long_passages`` says (queries are always truncated)."""
+        texts = self.passages(chunks)
+        if self.cfg.long_passages == "truncate" or not texts:
+            return self.encode(texts)
+        if self._spans is None:
+            from chunker.index.windows import offsets_tokenizer
+
+            self._spans = offsets_tokenizer(self.model_path)
+        from chunker.index.windows import encode_windows
+
+        return encode_windows(texts, self.encode, self._spans, self.cfg.max_seq_length)
 
     def encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
