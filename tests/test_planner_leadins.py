@@ -165,3 +165,14 @@ def test_a_figure_without_a_description_is_no_chunk_of_its_own():
     assert all(c.modality != "figure" for c in chunks if "Image" in _body(c).splitlines())
     described = [c for c in chunks if "Bar chart" in c.text]
     assert len(described) == 1 and described[0].modality == "figure" and PROSE not in described[0].text
+
+
+def test_a_line_without_words_is_no_chunk_of_its_own():
+    # A form's blank ("_") after a table and a rule at a section's start: nothing a question could match.
+    md = f"# Strategy 2.2.2\n\n{PROSE}\n\n| Target | Actual |\n| --- | --- |\n| 5 | 4 |\n\n_\n\n## Strategy 2.2.3\n\n" \
+         f"____________\n\n{PROSE}"
+    _, chunks = _chunks(md, CFG.model_copy(update={"merge_fragments": "none"}))
+    assert all(any(ch.isalnum() for ch in _body(c)) for c in chunks)
+    table = next(c for c in chunks if "Target" in c.text)
+    assert table.modality == "table" and _body(table).endswith("\n_")
+    assert any(_body(c).startswith("____________\n" + PROSE[:20]) for c in chunks)

@@ -149,6 +149,12 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
         cur, cur_size = [], 0
 
     for u in units:
+        if cur and (_wordless(u) or all(_wordless(c) for c in cur)):
+            # A rule, an underscore left from a form's blank, a lone quote mark: no words to find, so never a chunk
+            # of its own; it stays with what it follows (or what follows it, at a section's start).
+            cur.append(u)
+            cur_size += u.size
+            continue
         kind_break = bool(cur) and (
             u.kind == "figure"
             or cur[-1].kind == "figure"
@@ -176,6 +182,13 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
     if cfg.balance_tails:
         _balance_tails(groups, cut_by_size, cfg)
     return groups
+
+
+_WORD = re.compile(r"[^\W_]")
+
+
+def _wordless(u: Unit) -> bool:
+    return u.kind == "text" and not any(_WORD.search(e.text) for e in u.elements)
 
 
 def _lead_in_only(units: list[Unit]) -> bool:
