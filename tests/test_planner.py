@@ -116,10 +116,12 @@ def element_seqs(draw):
 
 
 @settings(max_examples=200, deadline=None)
-@given(element_seqs(), st.integers(50, 2000), st.sampled_from(["off", "intro", "any"]), st.booleans(), st.booleans())
-def test_every_element_exactly_once_in_order(els, target, lead_in, captions, balance):
+@given(element_seqs(), st.integers(50, 2000), st.sampled_from(["off", "intro", "any"]), st.booleans(), st.booleans(),
+       st.booleans())
+def test_every_element_exactly_once_in_order(els, target, lead_in, captions, balance, boilerplate):
     cfg = PlannerConfig(target_chars=target, min_chars=min(200, target), max_chars=max(target, 100) * 2,
-                        table_lead_in=lead_in, table_captions=captions, balance_tails=balance)
+                        table_lead_in=lead_in, table_captions=captions, balance_tails=balance,
+                        join_boilerplate=boilerplate)
     plans = plan(els, cfg)  # verify_coverage runs inside and would raise
     assert [i for p in plans for i in p.element_ids] == [e.element_id for e in els]
     assert all(p.element_ids for p in plans)

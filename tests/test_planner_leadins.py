@@ -176,3 +176,30 @@ def test_a_line_without_words_is_no_chunk_of_its_own():
     table = next(c for c in chunks if "Target" in c.text)
     assert table.modality == "table" and _body(table).endswith("\n_")
     assert any(_body(c).startswith("____________\n" + PROSE[:20]) for c in chunks)
+
+
+def test_boilerplate_that_repeats_in_a_document_stays_with_what_it_follows():
+    note = "See accompanying notes to consolidated financial statements."
+    template = "| Description | Target |\n| --- | --- |\n| [To be determined] | Actual |\n"
+    md = (f"# Statements\n\n## Balance sheet\n\n{TABLE}\n\n{note}\n\n## Cash flows\n\n{TABLE}\n\n{note}\n\n"
+          f"## Strategy 1\n\nStrengthen asset management to cut lifecycle costs.\n\n{template}\n"
+          f"## Strategy 2\n\nPromote innovative financing for repairs.\n\n{template}\n"
+          "## Item 4\n\nNot applicable.\n\n## Item 5\n\nNot applicable.")
+    on = CFG.model_copy(update={"merge_fragments": "none", "join_boilerplate": True})
+    _, off = _chunks(md, on.model_copy(update={"join_boilerplate": False}))
+    assert sum(_body(c) == note for c in off) == 2, "off (the default): the notes stand alone"
+    _, chunks = _chunks(md, on)
+    assert all(_body(c) != note for c in chunks) and sum(note in c.text for c in chunks) == 2
+    assert all(note not in c.text or "Lease cost item 23" in c.text for c in chunks), "it joins its statement"
+    strategy = [c for c in chunks if "To be determined" in c.text]
+    assert len(strategy) == 2 and all("Strengthen" in c.text or "Promote" in c.text for c in strategy), \
+        "an empty template table repeated on every page stays with the prose it follows"
+    # A repeated line that is the whole of its section is still its section's chunk.
+    assert sum(_body(c) == "Not applicable." for c in chunks) == 2
+    # A row that merely repeats inside a real table stays with its table.
+    rows = "| Total | 100 | 90 |\n" + "".join(f"| Item {i} with a longer label | {i} | {i} |\n" for i in range(8))
+    md = f"# A\n\nSome prose about the first table here.\n\n| | 2023 | 2022 |\n| --- | --- | --- |\n{rows}\n" \
+         f"# B\n\n| | 2023 | 2022 |\n| --- | --- | --- |\n| Total | 100 | 90 |\n| Other | 1 | 2 |\n"
+    _, chunks = _chunks(md, on)
+    first_table = next(c for c in chunks if "Item 0" in c.text)
+    assert first_table.modality == "table" and "Some prose" not in first_table.text

@@ -174,6 +174,12 @@ class PlannerConfig(_Section):
         "chunk, and every later chunk of the table repeats the lead-in's gist as a title line. False: the lead-in "
         "stays with the prose before the table."
     )
+    join_boilerplate: bool = Field(
+        False, description="A short paragraph, or a small table, whose every line occurs more than once in the "
+        "document (\"See accompanying notes ...\" under each statement, an empty template table on every page of a "
+        "plan) never starts a chunk: it stays with what it follows in its section. agency-reports: fragments 41 -> "
+        "28 %; financebench-dev and CloudWay won 1 / lost 3 questions, so off (QUALITY.md)."
+    )
     balance_tails: bool = Field(
         False, description="A run of prose or table rows that fills its chunks and leaves a last chunk under "
         "min_chars is split evenly instead (units move from the chunk before into the small one while it stays the "

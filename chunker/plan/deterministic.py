@@ -133,8 +133,10 @@ def _leads_into(cur: list[Unit], u: Unit, cur_size: int, cfg: PlannerConfig) -> 
     return cfg.table_lead_in == "any" or cur[-1].elements[-1].text.rstrip().endswith(":")
 
 
-def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
-    """Greedy packing of one section's units up to the target size."""
+def _pack(units: list[Unit], cfg: PlannerConfig, boilerplate: frozenset[str] = frozenset()) -> list[list[Unit]]:
+    """Greedy packing of one section's units up to the target size. A unit without words, or a small one of the
+    document's ``boilerplate`` (:func:`repeated_lines`), never starts a chunk: it stays with what it follows."""
+    tag_along = _tag_along(units, cfg, boilerplate)
     groups: list[list[Unit]] = []
     cut_by_size: list[bool] = []  # per group: whether it began because the one before was full (not a kind break)
     cur: list[Unit] = []
@@ -149,9 +151,11 @@ def _pack(units: list[Unit], cfg: PlannerConfig) -> list[list[Unit]]:
         cur, cur_size = [], 0
 
     for u in units:
-        if cur and (_wordless(u) or all(_wordless(c) for c in cur)):
-            # A rule, an underscore left from a form's blank, a lone quote mark: no words to find, so never a chunk
-            # of its own; it stays with what it follows (or what follows it, at a section's start).
+        if cur and (id(u) in tag_along or all(_wordless(c) for c in cur)) and cur_size + u.size <= cfg.max_chars:
+            # A rule, an underscore left from a form's blank, a lone quote mark: no words to find; "See accompanying
+            # notes ..." under every statement, an empty template table on every page of a plan: words that say
+            # nothing of this place. Never a chunk of its own: it stays with what it follows (or, at a section's
+            # start, with what follows it).
             cur.append(u)
             cur_size += u.size
             continue
@@ -191,6 +195,39 @@ def _wordless(u: Unit) -> bool:
     return u.kind == "text" and not any(_WORD.search(e.text) for e in u.elements)
 
 
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def repeated_lines(elements: list[Element], cfg: PlannerConfig) -> frozenset[str]:
+    """The document's boilerplate: short paragraphs, list items and table rows (under ``planner.min_chars``) whose
+    text occurs more than once in it. Headings are not: a repeated heading is the document's structure."""
+    seen: dict[str, int] = {}
+    for e in elements:
+        if e.kind != "heading" and len(e.text) < cfg.min_chars:
+            key = _norm(e.text)
+            seen[key] = seen.get(key, 0) + 1
+    return frozenset(k for k, n in seen.items() if n > 1)
+
+
+def _tag_along(units: list[Unit], cfg: PlannerConfig, boilerplate: frozenset[str]) -> set[int]:
+    """Units (by id) that join the chunk before them whatever their kind: those without words, prose that is all
+    boilerplate, and a whole small table every row of which is boilerplate (its rows then all tag along; a row that
+    merely repeats inside a real table stays with its table)."""
+    out = {id(u) for u in units if _wordless(u)}
+    rows: dict[str, list[Unit]] = {}
+    for u in units:
+        if u.kind == "table":
+            rows.setdefault(u.group, []).append(u)
+        elif u.kind == "text" and u.size < cfg.min_chars and all(_norm(e.text) in boilerplate for e in u.elements):
+            out.add(id(u))
+    for table in rows.values():
+        if sum(u.size for u in table) < cfg.min_chars \
+                and all(_norm(e.text) in boilerplate for u in table for e in u.elements):
+            out.update(id(u) for u in table)
+    return out
+
+
 def _lead_in_only(units: list[Unit]) -> bool:
     return len(units) == 1 and units[0].kind == "table" and units[0].elements[0].kind != "table_row"
 
@@ -219,11 +256,12 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
     """Chunk plans (ordered element-ID lists) covering every element exactly once, in order."""
     plans: list[Plan] = []
     pending_heads: list[Element] = []
+    boilerplate = repeated_lines(elements, cfg) if cfg.join_boilerplate else frozenset()
     for section, (heads, body) in enumerate(_sections(elements)):
         pending_heads.extend(heads)
         if not body:
             continue
-        for i, group in enumerate(_pack(make_units(body, cfg.max_chars, cfg.table_captions), cfg)):
+        for i, group in enumerate(_pack(make_units(body, cfg.max_chars, cfg.table_captions), cfg, boilerplate)):
             ids = [e.element_id for u in group for e in u.elements]
             if i == 0 and pending_heads:
                 ids = [h.element_id for h in pending_heads] + ids
