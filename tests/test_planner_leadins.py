@@ -203,3 +203,20 @@ def test_boilerplate_that_repeats_in_a_document_stays_with_what_it_follows():
     _, chunks = _chunks(md, on)
     first_table = next(c for c in chunks if "Item 0" in c.text)
     assert first_table.modality == "table" and "Some prose" not in first_table.text
+
+
+def test_a_lead_in_opens_its_table_across_the_tables_title():
+    lead = "The following table summarizes customer deposits and consolidated debt outstanding as of December 31:"
+    md = f"# Funding\n\n{PROSE}\n\n{lead}\n\n## TABLE 18: SUMMARY OF CUSTOMER DEPOSITS AND DEBT\n\n{TABLE}"
+    els, chunks = _chunks(md)
+    first = next(c for c in chunks if lead in c.text)
+    assert _body(first).startswith(f"{lead}\nTABLE 18: SUMMARY OF CUSTOMER DEPOSITS AND DEBT\n")
+    assert "Lease cost item 0" in first.text and PROSE not in first.text and first.modality == "table"
+    assert first.breadcrumb == "Funding", "the chunk sits where its lead-in does; the title stays in its body"
+    later = [c for c in chunks if c.modality == "table" and c is not first]
+    assert later and all(_body(c).startswith(title_of(lead) + "\n") for c in later)
+    # A long heading is a new part of the document, not a title: the lead-in stays where it was.
+    part = "Part II. Management's discussion of the results of operations, liquidity and capital resources for the years ended December 31"
+    _, chunks = _chunks(f"# Funding\n\n{PROSE}\n\n{lead}\n\n## {part}\n\n{TABLE}",
+                        CFG.model_copy(update={"merge_fragments": "none"}))
+    assert any(c.text.endswith(lead) for c in chunks)

@@ -35,7 +35,7 @@ from chunker.config import PlannerConfig
 from chunker.contract import SEGMENT_STRIDE, says_nothing
 from chunker.errors import DocumentError
 from chunker.plan.fragments import Piece, is_pair, join_fragments
-from chunker.plan.leadin import is_lead_in, title_of
+from chunker.plan.leadin import is_lead_in, is_lead_in_over_title, title_of
 from chunker.types import Chunk, Element, Modality, Stage
 
 PLANNER_NAME = "deterministic"
@@ -257,9 +257,16 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
     plans: list[Plan] = []
     pending_heads: list[Element] = []
     boilerplate = repeated_lines(elements, cfg) if cfg.join_boilerplate else frozenset()
+    # A lead-in whose table follows a short heading (the table's title) ends its section's body; it is carried over
+    # to open the next section's first chunk, before that heading, so the chunk reads lead-in, title, rows.
+    carried = {a.element_id for a, b, c in zip(elements, elements[1:], elements[2:])
+               if cfg.table_captions and is_lead_in_over_title(a, b, c)}
     for section, (heads, body) in enumerate(_sections(elements)):
         pending_heads.extend(heads)
+        carry = body[-1:] if body and body[-1].element_id in carried else []
+        body = body[:-1] if carry else body
         if not body:
+            pending_heads.extend(carry)
             continue
         for i, group in enumerate(_pack(make_units(body, cfg.max_chars, cfg.table_captions), cfg, boilerplate)):
             ids = [e.element_id for u in group for e in u.elements]
@@ -267,6 +274,7 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
                 ids = [h.element_id for h in pending_heads] + ids
                 pending_heads = []
             plans.append(Plan(ids, section))
+        pending_heads.extend(carry)
     if pending_heads:
         # Trailing headings with no content under them: keep them, attached to the last chunk.
         if plans:
@@ -337,9 +345,11 @@ class ChunkView:
         # A table's lead-in by table (a group name is unique within one segment's parse).
         self.leads: dict[tuple[int, str], Element] = {}
         if cfg.table_captions:
-            for a, b in zip(elements, elements[1:]):
+            for a, b, c in zip(elements, elements[1:], elements[2:] + [None]):
                 if is_lead_in(a, b):
                     self.leads[(b.ordinal // SEGMENT_STRIDE, b.group)] = a
+                elif c is not None and is_lead_in_over_title(a, b, c):
+                    self.leads[(c.ordinal // SEGMENT_STRIDE, c.group)] = a
 
     def compose(self, ids: list[str]) -> tuple[str, str]:
         """(breadcrumb, text) of the chunk made of ``ids``."""

@@ -52,6 +52,18 @@ def is_lead_in(e: Element, nxt: Element | None) -> bool:
             and is_lead_in_text(e.text))
 
 
+# A heading between a lead-in and its first row is the table's title ("TABLE 18: SUMMARY OF CUSTOMER DEPOSITS") or
+# its column labels read as a heading ("Fiscal Year"), never a new part of the document, when it is this short.
+TITLE_HEADING_MAX_CHARS = 120
+
+
+def is_lead_in_over_title(e: Element, title: Element | None, first_row: Element | None) -> bool:
+    """A lead-in whose table follows one short heading: the lead-in, the heading and the rows belong together."""
+    return (e.kind == "paragraph" and title is not None and title.kind == "heading"
+            and len(title.text) <= TITLE_HEADING_MAX_CHARS and first_row is not None
+            and first_row.kind == "table_row" and is_lead_in_text(e.text))
+
+
 def title_of(lead_in: str) -> str:
     """The lead-in's gist for the later chunks of its table: the text without the closing colon, cut at a word
     within :data:`TITLE_MAX_CHARS`."""
