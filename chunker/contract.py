@@ -158,6 +158,33 @@ def not_a_heading(text: str) -> bool:
     return bool(_QUALIFIER.match(t)) and len(t) <= 80
 
 
+# A form's label set like a heading ("OST-P :", "Lead agency:") over the one short value it labels, in a grid of
+# such pairs: the next block after the value is another heading. Read as headings, every value sat under the wrong
+# breadcrumb and made a chunk of its own; it is one "label: value" paragraph.
+_PLAIN_VALUE = re.compile(r"^(?![#|>!*+-]\s|#|\||<!--|```|\d+[.)]\s)\S")
+LABEL_MAX_CHARS, VALUE_MAX_CHARS = 60, 120
+
+
+def _next_filled(lines: list[str], i: int) -> int:
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    return i
+
+
+def label_pair(lines: list[str], i: int, heading: str) -> tuple[str, int] | None:
+    """("label: value", index after the value) when heading line ``i`` is a form label over one short value."""
+    label = heading.strip().strip("*_").strip()
+    if not label.endswith(":") or len(label) > LABEL_MAX_CHARS or len(label) < 2:
+        return None
+    j = _next_filled(lines, i + 1)
+    if j >= len(lines) or not _PLAIN_VALUE.match(lines[j].strip()) or len(lines[j].strip()) > VALUE_MAX_CHARS:
+        return None
+    k = _next_filled(lines, j + 1)
+    if k < len(lines) and not (_HEADING.match(lines[k].strip()) or PAGE_MARKER.match(lines[k])):
+        return None
+    return f"{label.rstrip(':').rstrip()}: {lines[j].strip()}", j + 1
+
+
 def is_figure(text: str) -> bool:
     return bool(_FIGURE_CELL.match(text.strip()))
 
@@ -222,6 +249,11 @@ class _Scanner:
             if m and m.group(2) and not_a_heading(m.group(2)):
                 self.blocks.append(_Block("paragraph", m.group(2).strip(), self.page, self.page))
                 i += 1
+                continue
+            pair = label_pair(lines, i, m.group(2)) if m and m.group(2) else None
+            if pair is not None:
+                self.blocks.append(_Block("paragraph", pair[0], self.page, self.page))
+                i = pair[1]
                 continue
             if m and m.group(2):
                 self.level = len(m.group(1))

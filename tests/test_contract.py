@@ -105,3 +105,20 @@ def test_the_writers_produce_what_the_parser_reads():
     assert [e.page_start for e in rows] == [3, 3, 4] and len({e.group for e in rows}) == 1, "continued = same table"
     [fig] = [e for e in els if e.kind == "figure"]
     assert fig.text == "Flow (inlet) to outlet" and fig.bbox == [1.0, 2.5, 30.0, 40.0] and fig.page_start == 4
+
+
+def test_a_label_set_as_a_heading_over_one_value_is_a_label_value_pair():
+    # A form's grid read as headings: each label (ending with ":") holds one short value before the next label.
+    md = ("## Stakeholders\n\n##### OST-P :\n\nLead agency\n\n##### **FHWA:**\n\nContributing agency\n\n"
+          "## Note:\n\nLiability is limited as per the Montreal Convention.\n\n"
+          "## Highlights:\n\n- Multiple appetizers\n- Three desserts\n\n"
+          "## Remarks:\n\nThe first of two paragraphs.\n\nThe second paragraph.\n")
+    els = parse_markdown("d", [(md, 1)])
+    got = [(e.kind, e.text) for e in els]
+    assert ("paragraph", "OST-P: Lead agency") in got and ("paragraph", "FHWA: Contributing agency") in got
+    assert ("paragraph", "Note: Liability is limited as per the Montreal Convention.") in got
+    pair = next(e for e in els if e.text == "OST-P: Lead agency")
+    assert pair.heading_path == ["Stakeholders"], "the pair sits under the form's own heading"
+    # A label over a list, or over more than one block, is a heading of what follows.
+    assert ("heading", "Highlights:") in got and ("heading", "Remarks:") in got
+    assert next(e for e in els if e.text == "The second paragraph.").heading_path == ["Remarks:"]
