@@ -28,7 +28,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from chunker.forms import read_form
+from chunker.forms import label_pair, read_form
 from chunker.tabletext import UNIT, unit_text
 from chunker.types import ConvertedBatch, Element
 
@@ -158,33 +158,6 @@ def not_a_heading(text: str) -> bool:
     return bool(_QUALIFIER.match(t)) and len(t) <= 80
 
 
-# A form's label set like a heading ("OST-P :", "Lead agency:") over the one short value it labels, in a grid of
-# such pairs: the next block after the value is another heading. Read as headings, every value sat under the wrong
-# breadcrumb and made a chunk of its own; it is one "label: value" paragraph.
-_PLAIN_VALUE = re.compile(r"^(?![#|>!*+-]\s|#|\||<!--|```|\d+[.)]\s)\S")
-LABEL_MAX_CHARS, VALUE_MAX_CHARS = 60, 120
-
-
-def _next_filled(lines: list[str], i: int) -> int:
-    while i < len(lines) and not lines[i].strip():
-        i += 1
-    return i
-
-
-def label_pair(lines: list[str], i: int, heading: str) -> tuple[str, int] | None:
-    """("label: value", index after the value) when heading line ``i`` is a form label over one short value."""
-    label = heading.strip().strip("*_").strip()
-    if not label.endswith(":") or len(label) > LABEL_MAX_CHARS or len(label) < 2:
-        return None
-    j = _next_filled(lines, i + 1)
-    if j >= len(lines) or not _PLAIN_VALUE.match(lines[j].strip()) or len(lines[j].strip()) > VALUE_MAX_CHARS:
-        return None
-    k = _next_filled(lines, j + 1)
-    if k < len(lines) and not (_HEADING.match(lines[k].strip()) or PAGE_MARKER.match(lines[k])):
-        return None
-    return f"{label.rstrip(':').rstrip()}: {lines[j].strip()}", j + 1
-
-
 def is_figure(text: str) -> bool:
     return bool(_FIGURE_CELL.match(text.strip()))
 
@@ -214,6 +187,10 @@ class _Scanner:
         self.table_seq = 0
         self.last_table_group = ""
         self.level = 1  # the level of the last heading: a form's title goes one below it
+
+    @staticmethod
+    def _ends_block(line: str) -> bool:
+        return bool(_HEADING.match(line.strip()) or PAGE_MARKER.match(line))
 
     def _new_table_group(self, continued: bool) -> str:
         if continued and self.last_table_group:
@@ -250,7 +227,7 @@ class _Scanner:
                 self.blocks.append(_Block("paragraph", m.group(2).strip(), self.page, self.page))
                 i += 1
                 continue
-            pair = label_pair(lines, i, m.group(2)) if m and m.group(2) else None
+            pair = label_pair(lines, i, m.group(2), self._ends_block) if m and m.group(2) else None
             if pair is not None:
                 self.blocks.append(_Block("paragraph", pair[0], self.page, self.page))
                 i = pair[1]

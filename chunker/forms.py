@@ -6,6 +6,9 @@ value below is bound to the wrong label ("Location:: Date & Time:"). A grid whos
 text ending with ":") and "Label: value" cells is a form: it is written row by row as ``Label: value`` pairs in
 reading order, and a row that is only a title (one cell of text, no label) is the form's section title.
 
+A form whose labels are set like headings, each over its one value (:func:`label_pair`), is read the same way at
+parse time: one ``Label: value`` paragraph per pair, not a heading per label.
+
 A real table whose header row happens to end its labels with ":" is still a table: its labels are a small share of
 its cells, and the figures below them are rows, not values of single labels.
 """
@@ -13,6 +16,7 @@ its cells, and the figures below them are rows, not values of single labels.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 _LABEL = re.compile(r"^[^:]{1,60}:$")
@@ -115,3 +119,31 @@ def _inline(row: list[str]) -> list[str]:
             values.append(c)
     close()
     return out
+
+
+# A form's label set like a heading ("OST-P :", "Lead agency:") over the one short value it labels, in a grid of
+# such pairs: the next block after the value is another heading. Read as headings, every value sat under the wrong
+# breadcrumb and made a chunk of its own; it is one "label: value" paragraph.
+_PLAIN_VALUE = re.compile(r"^(?![#|>!*+-]\s|#|\||<!--|```|\d+[.)]\s)\S")
+LABEL_MAX_CHARS, VALUE_MAX_CHARS = 60, 120
+
+
+def _next_filled(lines: list[str], i: int) -> int:
+    while i < len(lines) and not lines[i].strip():
+        i += 1
+    return i
+
+
+def label_pair(lines: list[str], i: int, heading: str, ends_block: Callable[[str], bool]) -> tuple[str, int] | None:
+    """("label: value", index after the value) when heading line ``i`` is a form label over one short value;
+    ``ends_block(line)``: whether a line opens the next block (a heading or a page marker, as the parser reads them)."""
+    label = heading.strip().strip("*_").strip()
+    if not label.endswith(":") or len(label) > LABEL_MAX_CHARS or len(label) < 2:
+        return None
+    j = _next_filled(lines, i + 1)
+    if j >= len(lines) or not _PLAIN_VALUE.match(lines[j].strip()) or len(lines[j].strip()) > VALUE_MAX_CHARS:
+        return None
+    k = _next_filled(lines, j + 1)
+    if k < len(lines) and not ends_block(lines[k]):
+        return None
+    return f"{label.rstrip(':').rstrip()}: {lines[j].strip()}", j + 1
