@@ -193,12 +193,10 @@ class Embedder:
         texts = self.passages(chunks)
         if self.cfg.long_passages == "truncate" or not texts:
             return self.encode(texts)
+        from chunker.index.windows import encode_windows, offsets_tokenizer
+
         if self._spans is None:
-            from chunker.index.windows import offsets_tokenizer
-
             self._spans = offsets_tokenizer(self.model_path)
-        from chunker.index.windows import encode_windows
-
         return encode_windows(texts, self.encode, self._spans, self.cfg.max_seq_length)
 
     def encode(self, texts: list[str]) -> np.ndarray:
