@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from chunker.tabletext import is_sentence_piece, is_unit_line, split_unit, unit_text
 from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Cells, Column, Row, Seg, column_index,
                                               columns_of, find_regions, read_cells, split_label, visual_rows)
+from chunker.convert.pdf_text.spans import Label, group_columns
 from chunker.convert.pdf_text.textlayer import PageText
 
 _DATEISH = re.compile(r"^(?:fy\s?)?(?:19|20)\d{2}\b|^(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d"
@@ -24,6 +25,8 @@ _OPEN_END = re.compile(r"(?:,|\bended|\bending|\bof|\bat|\bas of|\bfor|\bthe|\b(
                        r"sept|oct|nov|dec)[a-z]*\.?)$", re.I)
 _CONNECTIVE_END = re.compile(r"(?:,|-|\band|\bor|\bof|\bto|\bfor|\bthe|\bin|\bfrom|\bon|\bwith|\bby|\bat|\bnet of)$",
                              re.I)
+# Words of a period header, the kind set narrow and centred over all the columns of its period.
+_PERIOD = re.compile(r"\b(?:months?|weeks?|years?|quarters?|ended|ending|as\s+of|fiscal|period|at)\b", re.I)
 _MAX_HEADER_ROWS = 6
 _MAX_WRAP_LINES = 4  # lines of one wrapped row label, the figure row included
 
@@ -70,11 +73,12 @@ def build_table(rows: list[Row], first: int, last: int, page_width: float) -> Al
     if not unit:
         unit, unit_row = _unit_above(rows, head_top, size)
     stub = _stub_columns(head, fig_left, size)
-    if stub and _OPEN_END.search(stub[0][1]) and columns and all(c.path and _DATEISH.match(c.path[0])
-                                                                   for c in columns):
-        # "At December 31," in the stub over columns of years: the columns' lead-in, not a header of row labels.
+    if stub and _OPEN_END.search(stub[0][1]) and any(c.path and _DATEISH.match(c.path[0]) for c in columns):
+        # "At December 31," in the stub over columns of years: the lead-in of those columns (not of a "% Change"
+        # beside them), never a header of the row labels.
         for c in columns:
-            c.path = [f"{stub[0][1]} {c.path[0]}", *c.path[1:]]
+            if c.path and _DATEISH.match(c.path[0]):
+                c.path = [f"{stub[0][1]} {c.path[0]}", *c.path[1:]]
         stub = [(stub[0][0], ""), *stub[1:]]
     table_rows = rows[top:last + 1]
     out_rows = _body_rows(table_rows, columns, [x for x, _ in stub[1:]], size)
@@ -94,6 +98,7 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
     unit). ``label_right``: where the body's row labels end; a header label reaching left of it is a title or a
     sentence, not a header."""
     head: list[Row] = []
+    moved: list[Row] = []  # header rows that turned out to be the unit's last line
     unit = ""
     k = top - 1
     below = rows[top].y0 if top < len(rows) else 0.0
@@ -110,11 +115,16 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
                  and s.x0 >= label_right + 0.5 * size and len(s.text) <= 60 and not s.text.strip().endswith(".")]
         if units and len(units) < len(over) or units and head:
             # The unit set over the columns ("(dollars in millions)" above the last one) is no column's label.
-            unit = unit or unit_text(" ".join(s.text for s in units))
+            text = " ".join(s.text for s in units)
+            if head and text.count("(") > text.count(")") and _closes(head[-1].text):
+                # "(dollars in millions," over "except ARPA)": the unit wrapped, its last line no column's label.
+                moved.append(head.pop())
+                text = f"{text} {moved[-1].text.strip()}"
+            unit = unit or unit_text(text)
             over = [s for s in over if s not in units]
             r.segs = [s for s in r.segs if s not in units]
             if not over and not stub:
-                return _done(head, columns, fig_left, size), unit, k + 1, [r]  # a line that is only the unit
+                return _done(head, columns, fig_left, size), unit, k + 1, [r, *moved]  # a line that is only the unit
         if any(s.x0 < label_right + 0.5 * size for s in over):
             break  # a title or a sentence running from the label column into the columns
         if any(is_sentence_piece(s.text) for s in r.segs):
@@ -138,7 +148,13 @@ def _header(rows: list[Row], top: int, columns: list[Column], label_right: float
             r.segs = stub + [p for s in over for p in _per_column(columns, s)]
         head.append(r)
         below, k = r.y0, k - 1
-    return _done(head, columns, fig_left, size), unit, k + 1, []
+    return _done(head, columns, fig_left, size), unit, k + 1, moved
+
+
+def _closes(text: str) -> bool:
+    """A short line that closes a parenthesis it did not open: the end of a unit wrapped over two lines."""
+    text = text.strip()
+    return len(text) <= 40 and text.count(")") > text.count("(")
 
 
 def _done(head: list[Row], columns: list[Column], fig_left: float, size: float) -> list[Row]:
@@ -195,34 +211,21 @@ def _spacing(columns: list[Column]) -> float:
     return (columns[-1].right - columns[0].right) / (len(columns) - 1)
 
 
-@dataclass
-class _Label:
-    text: str
-    x0: float
-    x1: float
-    top: float
-    bottom: float
-    size: float
-
-    def overlap(self, other: "_Label") -> float:
-        return max(0.0, min(self.x1, other.x1) - max(self.x0, other.x0))
-
-
-def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, size: float) -> list[_Label]:
+def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, size: float) -> list[Label]:
     """Header labels over the columns, a label wrapped over lines joined: the line below one label, close under it
     (less than half a line apart), over the same columns, with no sibling beside it under the same label ("EPS" /
     "(Diluted" / "US cents)"); a label over more columns, or with two or more under it, spans them instead ("Three
     Months Ended" over "July 2, 2023" and "July 3, 2022")."""
-    pieces = sorted((_Label(s.text.strip(), s.x0, s.x1, r.y0, r.y1, max(r.size, 4)) for r in head for s in r.segs
+    pieces = sorted((Label(s.text.strip(), s.x0, s.x1, r.y0, r.y1, max(r.size, 4)) for r in head for s in r.segs
                      if s.x1 >= fig_left - 0.5 * size and s.text.strip() and not COLUMN_NO.match(s.text.strip())),
                     key=lambda p: (p.top, p.x0))
 
     spacing = _spacing(columns)
 
-    def cover(lab: _Label) -> list[int]:
+    def cover(lab: Label) -> list[int]:
         return _covered(columns, Seg(lab.text, lab.x0, lab.x1, -1))
 
-    merged: list[_Label] = []
+    merged: list[Label] = []
     for p in pieces:
         above = [m for m in merged if m.overlap(p) >= 0.5 * min(m.x1 - m.x0, p.x1 - p.x0)
                  and -0.3 * p.size <= p.top - m.bottom <= 0.5 * p.size and cover(m) == cover(p)]
@@ -237,7 +240,7 @@ def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, siz
     return merged
 
 
-def _sibling_date(m: _Label, p: _Label, q: _Label, spacing: float, pieces: list[_Label]) -> bool:
+def _sibling_date(m: Label, p: Label, q: Label, spacing: float, pieces: list[Label]) -> bool:
     """``q``, a year or date beside ``p`` on its line, sits within a column's spacing of the label ``m`` above
     ``p``, and ``m`` stands alone on its line as an open lead-in: ``m`` is set narrower than the columns it spans
     ("Years ended June 30," centred over "2023  2022  2021"), not a date wrapped onto ``p`` ("July 2," over "2023")
@@ -253,7 +256,7 @@ def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float)
     above the figures, spanning labels above them). A level with a label for every column gives each its own
     column; a level with fewer labels than columns spans: each column takes the label nearest to it."""
     labels = _stacked_labels(head, columns, fig_left, size)
-    levels: list[list[_Label]] = []
+    levels: list[list[Label]] = []
     for lab in sorted(labels, key=lambda lab: -lab.bottom):
         # Stacked labels end a little off the line the single-line ones sit on: within three quarters of a line.
         if levels and abs(levels[-1][0].bottom - lab.bottom) < 0.75 * lab.size:
@@ -262,21 +265,28 @@ def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float)
             levels.append([lab])
     spacing = _spacing(columns)
     paths: list[list[str]] = [[] for _ in columns]
+    under: list[Label | None] = [None] * len(columns)  # the label each column took at the levels below
     for n, level in enumerate(levels):
         spans = n > 0 and len(level) < len(columns)
+        took: list[Label | None] = [None] * len(columns)
+        if spans:
+            took = group_columns(level, under, [(c.left, c.right) for c in columns], spacing,
+                                 [_is_period(lab.text) for lab in level])
+            for k, lab in enumerate(took):
+                if lab is not None:
+                    paths[k].insert(0, lab.text)
+            under = [t or u for t, u in zip(took, under)]
+            continue
         for k, col in enumerate(columns):
             best = None
             for lab in level:
                 seg = Seg(lab.text, lab.x0, lab.x1, -1)
-                gap = max(0.0, col.left - lab.x1, lab.x0 - col.right)
-                if spans:
-                    mid = abs((lab.x0 + lab.x1) / 2 - (col.left + col.right) / 2)
-                    if gap < spacing and (best is None or (gap, mid) < best[0]):
-                        best = ((gap, mid), lab)
-                elif k in _covered(columns, seg) and (best is None or col.overlap(lab.x0, lab.x1) > best[0][0]):
-                    best = ((col.overlap(lab.x0, lab.x1), 0.0), lab)
+                if k in _covered(columns, seg) and (best is None or col.overlap(lab.x0, lab.x1) > best[0]):
+                    best = (col.overlap(lab.x0, lab.x1), lab)
             if best is not None:
                 paths[k].insert(0, best[1].text)
+                took[k] = best[1]
+        under = [t or u for t, u in zip(took, under)]
     for col, path in zip(columns, paths):
         out: list[str] = []
         for label in path:
@@ -285,6 +295,11 @@ def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float)
             else:
                 out.append(label)
         col.path = out
+
+
+def _is_period(text: str) -> bool:
+    """A date or period header ("2022", "Years ended June 30,"): the only kind that spans by being centred."""
+    return bool(_DATEISH.match(text) or _OPEN_END.search(text) or _PERIOD.search(text))
 
 
 def _unit_above(rows: list[Row], head_top: int, size: float) -> tuple[str, list[Row]]:

@@ -14,6 +14,7 @@ from chunker.convert.pdf_text.textlayer import Line, PageText
 _LIST_START = re.compile(r"^\s*([•●▪■◦‣∙·\-–*]|\(?\d{1,3}[.)]|\(?[a-zA-Z][.)]|[ivxIVX]{1,4}[.)])\s+")
 _SENTENCE_END = re.compile(r"[.,;]$")
 _AMOUNT = re.compile(r"[$€£¥]\s?\(?\d[\d,.]*|\(?\d{1,3}(?:,\d{3})+(?:\.\d+)?\)?")
+_NUMBER_WORD = re.compile(r"^\(?[$€£¥]?\d[\d,.]*%?\)?$")
 # Sizes this much above the body size count as heading sizes.
 _SIZE_RATIO = 1.12
 _MAX_HEADING_CHARS = 160
@@ -94,6 +95,13 @@ def is_list_start(text: str) -> bool:
     return bool(_LIST_START.match(text))
 
 
+def _mostly_numbers(text: str) -> bool:
+    """Three or more number words and no more other words than numbers (a row of column years)."""
+    words = text.split()
+    numbers = sum(1 for w in words if _NUMBER_WORD.match(w))
+    return numbers >= 3 and numbers >= len(words) - numbers
+
+
 def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
     """Heading level of a line, 0 for body text.
 
@@ -106,6 +114,10 @@ def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
         return 0
     if len(_AMOUNT.findall(text)) >= 2:
         # A line carrying two or more amounts ("Total debt $ 49,046 $ 42,051") is a table row, never a heading.
+        return 0
+    if _mostly_numbers(text):
+        # "2023 2024 2025 2026 2027 After 2026": a table's column labels set in a heading's type, never a heading
+        # (every chunk under it would carry the years as its breadcrumb).
         return 0
     level = stats.size_level(line.size)
     if level:
