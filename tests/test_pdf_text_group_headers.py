@@ -18,9 +18,9 @@ Cell = tuple[str, float, str]  # text, right edge (mm), alignment: "R" flush rig
 
 
 def _table(path: Path, header: list[list[Cell]], rights: list[float], rows: list[tuple[str, list[str]]],
-           width: float = 22.0) -> list[str]:
-    """A table under a lead-in: header lines (bold, 8 pt), then rows whose figures are set flush right at
-    ``rights``; the rows the converter reads."""
+           width: float = 22.0, step: float = 4.0) -> list[str]:
+    """A table under a lead-in: header lines (bold, 8 pt, ``step`` mm apart), then rows whose figures are set flush
+    right at ``rights``; the rows the converter reads."""
     pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
     pdf.add_page()
     pdf.para("The table below sets out the balances of the company for the periods presented.")
@@ -31,7 +31,7 @@ def _table(path: Path, header: list[list[Cell]], rights: list[float], rows: list
             w = pdf.get_string_width(text) + 1 if align == "C" else width
             pdf.set_xy(at - w / 2 if align == "C" else at - w, y)
             pdf.cell(w, 4, text, align="C" if align == "C" else "R")
-        y += 4
+        y += step
     pdf.set_font("Times", "", 10)
     for label, values in rows:
         y += 5.5
@@ -124,3 +124,28 @@ def test_a_unit_wrapped_over_two_lines_above_the_header_is_the_tables_unit(tmp_p
         "Increase/(Decrease) 2021 vs. 2020: $2,849; Increase/(Decrease): 4.4 %",
         "Wireless equipment | dollars in millions, except ARPA | 2021: 19,781; 2020: 15,492; "
         "Increase/(Decrease) 2021 vs. 2020: 4,289; Increase/(Decrease): 27.7"]
+
+
+def test_a_group_header_narrower_than_its_years_heads_all_of_them_and_a_wrapped_label_stays_whole(
+        tmp_path: Path) -> None:
+    """"Retirement Plans" set over the middle of "2022  2021  2020", a line above them, heads the three years (not
+    the middle year's first line); "Other Benefit Plans" likewise. A label wrapped over two lines over the middle
+    one of three labels that are no dates ("Total Number of" over "Shares Purchased") stays one label."""
+    rights = [80.0, 100.0, 120.0, 145.0, 165.0, 185.0]
+    years = ["2022", "2021", "2020"] * 2
+    header = [[("Retirement Plans", rights[1] - 3, "C"), ("Other Benefit Plans", rights[4] - 3, "C")],
+              [(y, r, "R") for y, r in zip(years, rights)]]
+    body = [("Service cost", ["$1,327", "1,421", "1,380", "320", "309", "287"]),
+            ("Interest cost", ["911", "770", "955", "105", "81", "133"])]
+    rows = _table(tmp_path / "plans.pdf", header, rights, body, width=16.0, step=3.2)
+    groups = ["Retirement Plans"] * 3 + ["Other Benefit Plans"] * 3
+    assert rows == [f"{label} | " + "; ".join(f"{g} {y}: {v}" for g, y, v in zip(groups, years, values))
+                    for label, values in body]
+    rights = [100.0, 140.0, 180.0]
+    header = [[("Total Number of", rights[1] - 2, "C")],
+              [("Price Paid", rights[0], "R"), ("Shares Purchased", rights[1], "R"), ("Value Left", rights[2], "R")]]
+    rows = _table(tmp_path / "wrapped.pdf", header, rights,
+                  [("October 2022", ["$152.38", "3,228,300", "$2,115"]), ("November 2022", ["$150.44", "7,572", "$2,100"])],
+                  width=30.0, step=3.2)
+    assert rows[0] == ("October 2022 | Price Paid: $152.38; Total Number of Shares Purchased: 3,228,300; "
+                       "Value Left: $2,115")

@@ -231,13 +231,28 @@ def _stacked_labels(head: list[Row], columns: list[Column], fig_left: float, siz
                  and -0.3 * p.size <= p.top - m.bottom <= 0.5 * p.size and cover(m) == cover(p)]
         if len(above) == 1:
             m = above[0]
-            beside = [q for q in pieces if q is not p and abs(q.top - p.top) < 0.5 * p.size
+            line = [q for q in pieces if abs(q.top - p.top) < 0.5 * p.size]
+            beside = [q for q in line if q is not p
                       and (m.overlap(q) > 0.3 * (q.x1 - q.x0) or _sibling_date(m, p, q, spacing, pieces))]
-            if not beside:
+            if not beside and not _centred_inside(m, p, line):
                 m.text, m.x0, m.x1, m.bottom = f"{m.text} {p.text}", min(m.x0, p.x0), max(m.x1, p.x1), p.bottom
                 continue
         merged.append(p)
     return merged
+
+
+def _centred_inside(m: Label, p: Label, line: list[Label]) -> bool:
+    """Whether ``m`` is centred over a run of three or more years or dates on ``p``'s line with ``p`` inside it: a
+    group header narrower than its group ("Sales to Customers" over "2022  2021  2020"), not ``p``'s first line."""
+    if _DATEISH.match(m.text):
+        return False
+    line = sorted(line, key=lambda q: q.x0)
+    k = line.index(p)
+    mid = (m.x0 + m.x1) / 2
+    # Only over a row of years or dates: a label wrapped over lines is centred over its neighbours' run too.
+    return any(abs((line[a].x0 + line[b].x1) / 2 - mid) <= 0.05 * (line[b].x1 - line[a].x0) + 0.5 * m.size
+               and all(_DATEISH.match(q.text) for q in line[a:b + 1])
+               for a in range(k) for b in range(k + 1, len(line)))
 
 
 def _sibling_date(m: Label, p: Label, q: Label, spacing: float, pieces: list[Label]) -> bool:
