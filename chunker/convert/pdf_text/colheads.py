@@ -269,7 +269,8 @@ def _sibling_date(m: Label, p: Label, q: Label, spacing: float, pieces: list[Lab
 def _paths(head: list[Row], columns: list[Column], fig_left: float, size: float) -> None:
     """Each column's path, top down. Labels ending on one line form a level (column labels are set on the line
     above the figures, spanning labels above them). A level with a label for every column gives each its own
-    column; a level with fewer labels than columns spans: each column takes the label nearest to it."""
+    column; a level with fewer labels than columns is one of group headers, split over the columns by
+    ``spans.group_columns``."""
     labels = _stacked_labels(head, columns, fig_left, size)
     levels: list[list[Label]] = []
     for lab in sorted(labels, key=lambda lab: -lab.bottom):

@@ -1,8 +1,9 @@
 """How a spanning header label reaches the columns under it (chunker.convert.pdf_text.colheads reads the labels).
 
 A label over fewer columns than its level below is a group's header. It heads the columns whose own labels it sits
-over; a date or period header also heads the run of columns it is centred over ("2022" set narrow over five columns);
-group headers set flush with one edge of their groups head the columns up to (or from) their own."""
+over, or the run of columns it is centred over ("2022" set narrow over five columns; a date or period header may sit
+further off centre); group headers set flush with one edge of their groups head the columns up to (or from) their
+own."""
 
 from __future__ import annotations
 
@@ -34,8 +35,7 @@ def edge_groups(level: list[Label], under: list[Label | None]) -> list[Label | N
         return None
     direct: list[tuple[int, Label, Label]] = []
     for lab in sorted(level, key=lambda lab: lab.x0):
-        ks = [k for k, u in enumerate(under)
-              if u is not None and Label.overlap(lab, u) >= 0.5 * min(lab.x1 - lab.x0, u.x1 - u.x0)]
+        ks = [k for k, u in enumerate(under) if u is not None and _sits_over(lab, [u])]
         if len(ks) != 1 or (under[ks[0]].x1 - under[ks[0]].x0) - (lab.x1 - lab.x0) < lab.size:
             return None  # over no label, over two, or as wide as its label: which edge it keeps cannot be read
         direct.append((ks[0], lab, under[ks[0]]))
