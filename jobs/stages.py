@@ -32,7 +32,7 @@ from chunker.intake.segments import plan_segments
 from chunker.run import faults
 from chunker.run.attempts import (alone_deaths, await_copy, elect, prior_starts, quarantine, record_alone,
                                   record_failed, record_finish, record_start)
-from chunker.run.suspects import SuspectGate, depth, suspect_group
+from chunker.run.suspects import Group, SuspectGate, depth, suspect_group
 from chunker.run.layout import BATCHES, CHUNKS, ELEMENTS, RunStore, copy_key
 from chunker.run.ledger import Ledger
 from chunker.run.rows import COLUMNS, SegmentRow, batch_of, rows_of
@@ -127,7 +127,7 @@ class ConvertStage:
         self.store = RunStore(out_uri)
         self.timeout_s = cfg.ray.document_timeout_s
         self.cache = fetch_cache(cfg, out_uri)
-        self.gate = SuspectGate()
+        self.gate = SuspectGate(serial_from=depth(cfg.ray.convert_concurrency))
         self.tally = PageTally(run_key(out_uri, cfg_hash))  # pages for the progress line, as each batch is done
         # This actor's start markers in flight, and whether each is converting on the engine right now: what a
         # death is charged to (chunker.run.attempts).
@@ -212,6 +212,7 @@ class ConvertStage:
                 self.starts[marker] = False
                 leader = await self._io(row, elect, self.store, job)
                 if leader == copy_key(job.source_uri):
+                    await self._alone(row, group, marker)
                     await self._convert(row, marker)
                     await self._finished(row, marker, prior)
                     return
@@ -227,6 +228,7 @@ class ConvertStage:
             log.warning("segment %d of %s: the copy converting the same bytes gave no result in time; converting it "
                         "here", job.segment_index, job.source)
             async with self.gate.enter(group):
+                await self._alone(row, group, marker)
                 await self._convert(row, marker)
                 await self._finished(row, marker, prior)
         except EngineDead:
@@ -235,6 +237,12 @@ class ConvertStage:
         finally:
             if not dead:  # a dead engine's starts stay for _leave, which runs once this has unwound
                 self.starts.pop(marker, None)
+
+    async def _alone(self, row: SegmentRow, group: Group | None, marker: str) -> None:
+        """A suspect about to convert with nothing else on the engine says so first: a worker killed outright
+        leaves no word, and without this mark a death it causes is shared with whoever died beside it before."""
+        if self.gate.serial(group):
+            await self._io(row, record_alone, self.store, marker)
 
     async def _finished(self, row: SegmentRow, marker: str, prior: int) -> None:
         """Close this start: a failed conversion says why (for the copies waiting on it); a finished one is marked

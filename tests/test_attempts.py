@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from chunker.run.attempts import prior_starts, quarantine, record_finish, record_start
+from chunker.run.attempts import alone_deaths, prior_starts, quarantine, record_alone, record_finish, record_start
 from chunker.run.suspects import SUSPECT_AFTER, SuspectGate, depth, suspect_group
 from chunker.run.layout import ATTEMPTS, RunStore
 from chunker.types import SegmentJob
@@ -43,7 +43,7 @@ def test_a_start_that_finished_is_not_a_death(tmp_path):
 
 
 def test_a_suspect_group_has_the_engine_to_itself_and_is_not_starved():
-    gate = SuspectGate()
+    gate = SuspectGate(serial_from=2)
     log: list[tuple[str, str]] = []
     running: set[str] = set()
     a, b = (1, 0), (1, 1)
@@ -67,6 +67,38 @@ def test_a_suspect_group_has_the_engine_to_itself_and_is_not_starved():
     assert seen["b1"] == "b1", "one group at a time"
     order = [n for n, _ in log]
     assert all(order.index(g) < order.index(f"late{i}") for g in ("a1", "b1") for i in range(3)), "not starved"
+
+
+def test_a_deep_suspect_group_converts_one_segment_at_a_time():
+    """Two segments of one group at the serial level never share the engine; at a shallower level they do."""
+    gate = SuspectGate(serial_from=2)
+    inside: list[int] = []
+
+    async def seg(group) -> None:  # noqa: ANN001
+        async with gate.enter(group):
+            inside.append(gate.running)
+            await asyncio.sleep(0.01)
+
+    async def main(group) -> None:  # noqa: ANN001
+        await asyncio.gather(seg(group), seg(group), seg(group))
+
+    asyncio.run(main((1, 0)))
+    assert max(inside) == 3, "a shallow group converts together"
+    inside.clear()
+    asyncio.run(main((2, 1)))
+    assert inside == [1, 1, 1]
+    assert gate.serial((2, 1)) and not gate.serial((1, 1)) and not gate.serial(None)
+
+
+def test_an_alone_mark_counts_only_for_a_start_that_never_finished(tmp_path):
+    store = RunStore(str(tmp_path))
+    job = SegmentJob("d1", "/in/a.pdf", "a.pdf", 4, 0, 1, 1, 4, 1, 4)
+    died = record_start(store, job)
+    record_alone(store, died)
+    finished = record_start(store, job)
+    record_alone(store, finished)  # marked before it ran alone, and then it finished
+    record_finish(store, finished)
+    assert alone_deaths(store, job) == 1
 
 
 def test_every_further_death_halves_the_poison_segments_group():

@@ -118,6 +118,68 @@ def test_a_death_spares_the_segments_that_were_not_on_the_engine(tmp_path, monke
     assert [prior_starts(stage.store, j) for j in jobs] == [1, 1, 0, 0]
 
 
+class Killed(Exception):
+    """The worker process died outright (an out-of-memory kill, pdfium crashing): nothing in it runs afterwards."""
+
+
+def _sharing_hash_bits(poison, bits: int):  # noqa: ANN001, ANN202
+    """A segment whose suspect groups are the poison segment's for ``bits`` levels: halving never parts them."""
+    from chunker.run.suspects import SUSPECT_AFTER, suspect_group
+    from chunker.types import SegmentJob
+
+    for i in range(1 << 16):
+        job = SegmentJob(f"x{i}", f"/in/x{i}.pdf", f"x{i}.pdf", 4, 0, 1, 1, 4, 1, 4)
+        if all(suspect_group(job, d) == suspect_group(poison, d) for d in range(SUSPECT_AFTER, SUSPECT_AFTER + bits)):
+            return job
+    raise AssertionError("no such segment")
+
+
+def test_a_neighbour_whose_hash_matches_the_poison_segments_is_not_quarantined(tmp_path):
+    """Every worker that converts the poison segment is killed outright, so nothing says whose death it was. An
+    innocent segment that shares the poison one's hash prefix lands in its suspect group at every level; it used to
+    die beside it until both passed the bound and both failed. A deep group now converts one at a time, each start
+    marked alone first: the poison one is quarantined on its own deaths, the other converts."""
+    from chunker.run.rows import SegmentRow
+    from chunker.types import DocumentRecord, SegmentJob
+
+    cfg = load_config(None, ["ray.convert_concurrency=4"])
+    poison = SegmentJob("p", "/in/p.pdf", "p.pdf", 4, 0, 1, 1, 4, 1, 4)
+    jobs = [poison, _sharing_hash_bits(poison, 8)]
+    converted: set[str] = set()
+    outcome: dict[str, str] = {}
+
+    async def life() -> None:  # one worker process, from its start to its death (or the end of its work)
+        stage = ConvertStage(cfg, "h", str(tmp_path / "run"))
+
+        async def convert(row, marker) -> None:  # noqa: ANN001
+            await asyncio.sleep(0.02 if row.job is poison else 0.05)
+            if row.job is poison:
+                raise Killed
+            converted.add(row.job.doc_id)
+
+        stage._convert = convert  # type: ignore[method-assign]
+        rows = [SegmentRow(DocumentRecord(j.doc_id, j.source_uri, j.source, 4), job=j) for j in jobs
+                if j.doc_id not in outcome]
+        tasks = [asyncio.create_task(stage._one(r)) for r in rows]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for t in tasks:  # the process is gone: whatever else it held stops where it was
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for r in rows:
+            if r.facts is not None and r.facts.failed:
+                outcome[r.job.doc_id] = r.facts.problems[0].message
+            elif r.job.doc_id in converted:
+                outcome[r.job.doc_id] = "converted"
+
+    lives = 0
+    while len(outcome) < 2:
+        asyncio.run(life())
+        lives += 1
+        assert lives <= 12, outcome
+    assert outcome[jobs[1].doc_id] == "converted", outcome
+    assert "started 4 times" in outcome["p"] and "1 of them with it alone" in outcome["p"], outcome
+
+
 DOCS, PAGES = 8, 4  # two segments of two pages each: 16 segments
 IN_FLIGHT = 16
 

@@ -15,7 +15,9 @@ worker killed outright (an out-of-memory kill, a lost node) cannot say who was r
 counts. A segment whose worker died ``SUSPECT_AFTER`` times is a suspect: suspects run in groups that halve with
 every further death (:mod:`chunker.run.suspects`), so the one that kills its engine is found in a few deaths while
 its neighbours keep converting many at a time. A death with one segment alone on the engine is that segment's own
-(:func:`record_alone`); only such a death, or a count far past the bound, quarantines it.
+(:func:`record_alone`: written when the engine dies, or before a suspect that runs alone starts, so that an outright
+kill is charged too; a start that then finishes voids it); only such a death, or a count far past the bound,
+quarantines it.
 
 The same bytes at two paths are two documents that share one content (``doc_id``): each copy has its own start
 markers (named by :func:`chunker.run.layout.copy_key` of its source URI), so concurrent copies never count each
@@ -36,7 +38,7 @@ from chunker.run.layout import ATTEMPTS, BATCHES, RunStore, copy_key, segment_pa
 from chunker.types import ConvertedBatch, Problem, SegmentJob, Stage
 
 DONE = ".done"  # beside a start marker: that start finished (or was not running when its engine died)
-ALONE = ".alone"  # beside a start marker: its engine died while it was the only segment converting there
+ALONE = ".alone"  # beside a start marker: it was the only segment converting on its engine (a death there is its own)
 FAILED = ".failed"  # beside a start marker: that start finished with a problem (the JSON in it), for waiting copies
 LEAD = "lead.claim"  # in a segment's folder: the copy that converts it in this run (a name with a dot: not a start)
 COPY_POLL_S = (0.5, 5.0)  # first and longest pause between looks at the copy a segment waits for
@@ -88,15 +90,20 @@ def record_failed(store: RunStore, job: SegmentJob, problem: Problem, marker: st
 
 
 def record_alone(store: RunStore, marker: str) -> None:
-    """The engine died while the start that left ``marker`` was the only one converting on it: the death is that
-    segment's own, not a neighbour's (what :func:`quarantine` needs before it stops a suspect)."""
+    """The start that left ``marker`` is (or was, when its engine died) the only one converting on the engine: if it
+    never finishes, the death is that segment's own, not a neighbour's (what :func:`quarantine` needs before it stops
+    a suspect)."""
     store.write_bytes(marker + ALONE, b"")
 
 
 def alone_deaths(store: RunStore, job: SegmentJob) -> int:
-    """Deaths of this copy's conversion of ``job`` in this run with it alone on the engine."""
+    """Deaths of this copy's conversion of ``job`` in this run with it alone on the engine: starts marked alone
+    that never finished."""
     own = copy_key(job.source_uri)
-    return sum(1 for n, _ in store.entries(_folder(job)) if n.endswith(ALONE) and n.split("-", 1)[0] == own)
+    entries = store.entries(_folder(job))
+    ended = {n.split(".", 1)[0] for n, _ in entries if n.endswith((DONE, FAILED))}
+    return sum(1 for n, _ in entries
+               if n.endswith(ALONE) and n.split("-", 1)[0] == own and n.split(".", 1)[0] not in ended)
 
 
 def quarantine(prior: int, max_attempts: int, alone: int = 0, depth: int = 0) -> Problem | None:

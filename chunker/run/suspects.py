@@ -9,7 +9,12 @@ finds it in about log2(80) deaths instead, while the innocent half keeps convert
 * suspects run in groups: the same level and the same first ``level`` bits of a hash of the segment, so every
   further death halves the group the poison one is in (the group that finishes is cleared with it);
 * a group has its actor's engine to itself (no other group, no ordinary segment beside it), so a death is charged to
-  that group alone, and a group of one that dies is the segment's own death (``record_alone``).
+  that group alone, and a group of one that dies is the segment's own death (``record_alone``);
+* from the level at which a group holds one segment on average (:func:`depth` of the actor's chains) a group's
+  segments run one at a time. Halving by hash bits alone never parts two segments whose hashes share a long prefix:
+  an innocent one would die beside the poison one at every level and be quarantined with it. Run alone, it finishes,
+  and a death there is known to be the running segment's own before it happens (the marker is written first), also
+  when the worker is killed outright and records nothing.
 
 Ray retries a dead actor's calls on the restarted actor, so a death's suspects meet again in one gate; a worker
 killed outright (no chance to say who was converting) charges all it held, and the same halving still applies.
@@ -48,9 +53,11 @@ def depth(chains: int) -> int:
 
 class SuspectGate:
     """Ordinary segments share the engine; a suspect group has it to itself, one group at a time, in the order they
-    came. A waiting group holds new ordinary segments back, so suspects are never starved."""
+    came, and a group of level ``serial_from`` or deeper one segment at a time. A waiting group holds new ordinary
+    segments back, so suspects are never starved."""
 
-    def __init__(self) -> None:
+    def __init__(self, serial_from: int) -> None:
+        self._serial_from = max(1, serial_from)
         self._cond: asyncio.Condition | None = None
         self._shared = 0
         self._group: Group | None = None
@@ -67,11 +74,15 @@ class SuspectGate:
         """Segments inside the gate now."""
         return self._shared + self._in_group
 
+    def serial(self, group: Group | None) -> bool:
+        """Whether a segment of ``group`` converts with nothing else on the engine."""
+        return group is not None and group[0] >= self._serial_from
+
     def _may_enter(self, group: Group) -> bool:
         if self._shared:
             return False
-        if self._group is not None:
-            return self._group == group  # a retry of the running group joins it
+        if self._group is not None:  # a retry of the running group joins it, unless the group runs one at a time
+            return self._group == group and not (self.serial(group) and self._in_group)
         return next(iter(self._waiting)) == group
 
     @asynccontextmanager
