@@ -73,6 +73,36 @@ def test_a_paragraph_that_merely_precedes_a_table_is_not_its_lead_in():
     assert health.report()["lead_in_only"] == 1
 
 
+def test_a_lead_in_over_two_lines_goes_with_its_table_whole():
+    """The sentence, then the unit on a line of its own: both open the table's chunk, and the later chunks are titled
+    by the sentence, not by the unit line. The health report sees the sentence left alone when lead-ins are off."""
+    lead, unit = "Future minimum lease payments for the succeeding five fiscal years are as follows:", "($ in millions)"
+    md = f"# Leases\n\n{PROSE}\n\n{lead}\n\n{unit}\n\n{TABLE}"
+    els, chunks = _chunks(md)
+    table_chunks = [c for c in chunks if c.modality == "table"]
+    assert _body(table_chunks[0]).startswith(f"{lead}\n{unit}\n") and "Lease cost item 0" in table_chunks[0].text
+    assert all(_body(c).startswith(title_of(lead) + "\n") for c in table_chunks[1:])
+    health = Health()
+    health.add("d", chunks, els)
+    assert health.report()["lead_in_only"] == 0
+    off = CFG.model_copy(update={"table_captions": False, "merge_fragments": "none"})
+    els, chunks = _chunks(f"# Leases\n\n{lead}\n\n{unit}\n\n{TABLE}", off)
+    health = Health()
+    health.add("d", chunks, els)
+    assert health.report()["lead_in_only"] == 1
+
+
+def test_a_numbered_note_that_introduces_a_table_goes_with_it_and_a_list_before_one_does_not():
+    note = "9. **Income Taxes** Income before provision for income taxes was as follows:"
+    els, chunks = _chunks(f"# Notes\n\n{PROSE}\n\n{note}\n\n{TABLE}")
+    first = next(c for c in chunks if "Lease cost item 0" in c.text)
+    assert _body(first).startswith(note + "\n"), "a list item ending the way a lead-in ends leads into its table"
+    items = "- Rent is paid monthly in advance.\n- Leases renew at market rates."
+    els, chunks = _chunks(f"# Notes\n\n{PROSE}\n\n{items}\n\n{TABLE}")
+    first = next(c for c in chunks if "Lease cost item 0" in c.text)
+    assert "Leases renew" not in first.text, "a list that merely precedes a table stays with the prose"
+
+
 def test_what_reads_as_a_lead_in():
     yes = ["Net sales by reportable segment were as follows (dollars in millions):",
            "The following table presents revenue by geography.",

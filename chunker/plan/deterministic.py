@@ -35,7 +35,7 @@ from chunker.config import PlannerConfig
 from chunker.contract import SEGMENT_STRIDE, says_nothing
 from chunker.errors import DocumentError
 from chunker.plan.fragments import Piece, is_pair, join_fragments
-from chunker.plan.leadin import is_lead_in, is_lead_in_over_title, title_of
+from chunker.plan.leadin import is_lead_in_over_title, lead_in_tables, title_of
 from chunker.types import Chunk, Element, Modality, Stage
 
 PLANNER_NAME = "deterministic"
@@ -82,16 +82,19 @@ def make_units(elements: list[Element], max_chars: int = 1600, lead_ins: bool = 
     """Group a section's non-heading elements into units that must never be split. With ``lead_ins`` a table's
     lead-in is a unit of its table (same group), so it packs with the rows and never ends the prose before it."""
     units: list[Unit] = []
+    leads = lead_in_tables(elements) if lead_ins else {}
     for n, e in enumerate(elements):
         prev_unit = units[-1] if units else None
         prev = prev_unit.elements[-1] if prev_unit else None
-        nxt = elements[n + 1] if n + 1 < len(elements) else None
         if e.kind == "table_row":
             units.append(Unit([e], "table", e.group))
-        elif lead_ins and nxt is not None and is_lead_in(e, nxt) and not (prev_unit and prev_unit.kind == "question"):
+        elif n in leads and not (prev_unit and prev_unit.kind == "question"):
             # An answer that introduces a table stays with its question (the question then opens the table's chunk
-            # as prose would); elsewhere the lead-in goes with its rows.
-            units.append(Unit([e], "table", nxt.group))
+            # as prose would); elsewhere the lead-in goes with its rows, all its lines in one unit.
+            if prev_unit and prev_unit.kind == "table" and prev_unit.group == leads[n] and n - 1 in leads:
+                prev_unit.elements.append(e)
+            else:
+                units.append(Unit([e], "table", leads[n]))
         elif e.kind == "figure" and not says_nothing(e.text):
             units.append(Unit([e], "figure"))
         elif is_question(e):
@@ -345,10 +348,14 @@ class ChunkView:
         # A table's lead-in by table (a group name is unique within one segment's parse).
         self.leads: dict[tuple[int, str], Element] = {}
         if cfg.table_captions:
-            for a, b, c in zip(elements, elements[1:], elements[2:] + [None]):
-                if is_lead_in(a, b):
-                    self.leads[(b.ordinal // SEGMENT_STRIDE, b.group)] = a
-                elif c is not None and is_lead_in_over_title(a, b, c):
+            for n, group in sorted(lead_in_tables(elements).items()):
+                # The first line of a run names the table; a unit line after it does not.
+                m = n + 1
+                while elements[m].kind != "table_row":
+                    m += 1
+                self.leads.setdefault((elements[m].ordinal // SEGMENT_STRIDE, group), elements[n])
+            for a, b, c in zip(elements, elements[1:], elements[2:]):
+                if is_lead_in_over_title(a, b, c):
                     self.leads[(c.ordinal // SEGMENT_STRIDE, c.group)] = a
 
     def compose(self, ids: list[str]) -> tuple[str, str]:

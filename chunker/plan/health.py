@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chunker.contract import SEGMENT_STRIDE
-from chunker.plan.leadin import is_lead_in
+from chunker.plan.leadin import lead_in_tables
 from chunker.types import Chunk, Element
 
 FRAGMENT_CHARS = 250
@@ -65,7 +65,7 @@ class Health:
         d = self.docs.setdefault(doc_id, DocHealth(source or (chunks[0].source if chunks else "") or doc_id))
         by_id = {e.element_id: e for e in elements}
         order = sorted(elements, key=lambda e: e.ordinal)
-        after = {a.element_id: b for a, b in zip(order, order[1:])}
+        leads = {order[n].element_id for n in lead_in_tables(order)}
         for c in chunks:
             n = len(c.text)
             d.chunks += 1
@@ -74,7 +74,7 @@ class Health:
             if n < FRAGMENT_CHARS:
                 d.fragments += 1
                 _example(self.examples["fragments"], c.text)
-            if _lead_in_only(c, by_id, after):
+            if _lead_in_only(c, by_id, leads):
                 d.lead_in_only += 1
                 _example(self.examples["lead_in_only"], c.text)
         for rows in _tables(order).values():
@@ -136,15 +136,15 @@ def _example(bucket: list[str], text: str, keep: int = 5, width: int = 160) -> N
         bucket.append(re.sub(r"\s+", " ", text).strip()[:width])
 
 
-def _lead_in_only(c: Chunk, by_id: dict[str, Element], after: dict[str, Element]) -> bool:
-    """A chunk whose content is prose ending in a lead-in whose table starts in another chunk, holding no figure
-    row of its own: the sentence that says what a table is, without the table."""
+def _lead_in_only(c: Chunk, by_id: dict[str, Element], leads: set[str]) -> bool:
+    """A chunk whose content is prose ending in (a line of) a lead-in whose table starts in another chunk, holding
+    no figure row of its own: the sentence that says what a table is, without the table."""
     els = [by_id[i] for i in c.element_ids if i in by_id]
     content = [e for e in els if e.kind != "heading"]
-    if not content or any(e.kind != "paragraph" for e in content):
+    if not content or any(e.kind not in ("paragraph", "list") for e in content):
         return False
-    last = content[-1]
-    return is_lead_in(last, after.get(last.element_id)) and sum(len(e.text) for e in content) <= 2 * len(last.text)
+    run = [e for e in content if e.element_id in leads]
+    return content[-1].element_id in leads and sum(len(e.text) for e in content) <= 2 * sum(len(e.text) for e in run)
 
 
 def _tables(elements: Iterable[Element]) -> dict[tuple[int, str], list[Element]]:

@@ -9,12 +9,17 @@ is. The chunk-health report counts lead-ins left alone with the same predicate.
 What makes a lead-in is generic document structure, the same for the text layer and the model's Markdown: it is
 short, it is followed directly by the table, and it introduces (ends with ":" or "as follows", points at "the
 following table", "the table below") or names the table's unit or periods ("(in millions)", "three months ended").
-A paragraph that merely precedes a table (a narrative sentence ending with a full stop) is none of these.
+A paragraph that merely precedes a table (a narrative sentence ending with a full stop) is none of these. A lead-in
+may come in more than one line: the sentence, then the unit on a line of its own ("($ in millions)"), or a numbered
+note's first item that ends the way a lead-in ends ("8. Income Taxes  Income before taxes was as follows:"); every
+line of such a run goes with the table (:func:`lead_in_tables`).
 """
 
 from __future__ import annotations
 
 import re
+
+from collections.abc import Sequence
 
 from chunker.types import Element
 
@@ -46,10 +51,42 @@ def is_lead_in_text(text: str) -> bool:
     return bool(_INTRODUCES.search(t) or _NAMES_TABLE.search(t))
 
 
+# How a lead-in ends: a list item that ends this way introduces what follows it as a paragraph would.
+_ENDS_INTRODUCING = re.compile(r"(?::|\bas\s+follows\W*)$", re.I)
+# Lines of one lead-in run: the sentence, a unit line, at most one more (a repeated caption).
+LEAD_IN_RUN = 3
+
+
+def introduces(e: Element) -> bool:
+    """Whether an element reads as (a line of) a table's lead-in; where it stands is the caller's to check."""
+    if e.kind == "paragraph":
+        return is_lead_in_text(e.text)
+    t = e.text.strip()
+    return e.kind == "list" and 0 < len(t) <= LEAD_IN_MAX_CHARS and bool(_ENDS_INTRODUCING.search(t))
+
+
 def is_lead_in(e: Element, nxt: Element | None) -> bool:
-    """A paragraph directly followed by a table row that introduces that table."""
-    return (e.kind == "paragraph" and nxt is not None and nxt.kind == "table_row"
-            and is_lead_in_text(e.text))
+    """An element directly followed by a table row that introduces that table."""
+    return nxt is not None and nxt.kind == "table_row" and introduces(e)
+
+
+def lead_in_tables(elements: Sequence[Element]) -> dict[int, str]:
+    """Index in ``elements`` -> group of the table it leads into: a run of up to :data:`LEAD_IN_RUN` lines that
+    each read as a lead-in, together within :data:`LEAD_IN_MAX_CHARS`, right before the table's first row."""
+    out: dict[int, str] = {}
+    run_lines = run_chars = 0
+    for n in range(len(elements) - 2, -1, -1):
+        e, nxt = elements[n], elements[n + 1]
+        if not introduces(e):
+            continue
+        if nxt.kind == "table_row":
+            run_lines, run_chars = 1, len(e.text)
+        elif n + 1 in out and run_lines < LEAD_IN_RUN and run_chars + len(e.text) <= LEAD_IN_MAX_CHARS:
+            run_lines, run_chars = run_lines + 1, run_chars + len(e.text)
+        else:
+            continue
+        out[n] = out.get(n + 1, nxt.group)
+    return out
 
 
 # A heading between a lead-in and its first row is the table's title ("TABLE 18: SUMMARY OF CUSTOMER DEPOSITS") or
