@@ -312,3 +312,27 @@ def test_a_table_drawn_glyph_by_glyph_reads_as_lines_and_figures(tmp_path: Path)
     assert _rows(md) == ["U.S. | 2022: 2,346; 2021: 2,365; % Change: (0.8)",
                          "International | 2022: 1,071; 2021: 1,085; % Change: (1.3)",
                          "Worldwide | 2022: 3,417; 2021: 3,450; % Change: (1.0)"]
+
+
+def test_a_footnote_does_not_swallow_the_indented_sentence_below_it(tmp_path: Path) -> None:
+    """A table's footnote in small type, then, a line's space lower and indented, the body sentence that introduces
+    the next table in body type: two blocks, not one list item. An item's own indented wrap stays in the item."""
+    pdf = DevPdf(Style(family="Times", body=10, sizes=(16, 12, 10.5)))
+    pdf.add_page()
+    pdf.para("Cash paid for amounts included in the measurement of lease liabilities is shown above.")
+    y = pdf.get_y() + 2
+    lines = [(8, 20, "(1) Included within other financing activities on the statements of cash flows."),
+             (10, 28, "Maturities of lease liabilities were as follows:"),
+             (10, 20, "(2) Leases with an initial term of twelve months or less are not recorded on the"),
+             (10, 26, "balance sheet; their cost is recognized on a straight-line basis over the term.")]
+    for (size, x, text), dy in zip(lines, (0, 9, 10, 4.6)):
+        y += dy
+        pdf.set_font("Times", "", size)
+        pdf.set_xy(x, y)
+        pdf.cell(170, 4, text)
+    els = parse_markdown("d", [(_markdown(pdf, tmp_path / "footnote.pdf"), 1)])
+    texts = [e.text for e in els]
+    note = next(t for t in texts if "Included within" in t)
+    assert "Maturities" not in note, texts
+    assert any(t.strip() == "Maturities of lease liabilities were as follows:" for t in texts), texts
+    assert any("are not recorded on the balance sheet" in t for t in texts), "a wrapped item stays one item"

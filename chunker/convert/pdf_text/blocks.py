@@ -372,7 +372,10 @@ class PageWriter:
             b.x0, b.last = line.x0, line
             self.last_was_open_table = False
             return
-        if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < 0.35 * size):
+        if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < 0.35 * size) \
+                and not (gap > 0.9 * size and abs(b.last.size - line.size) > 0.1 * size):
+            # An indented line a line's space further down in another type size is no wrap of the item: a table's
+            # footnote ("(1) Included within ...") over the body sentence after it, which then reads on its own.
             b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
             b.last = line
             return
