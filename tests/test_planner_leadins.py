@@ -108,9 +108,10 @@ def test_what_reads_as_a_lead_in():
            "The following table presents revenue by geography.",
            "Segment operating income is summarized below.",
            "Three Months Ended July 1, 2023 (in millions)",
-           "Future minimum payments under these leases are as follows"]
+           "Future minimum payments under these leases are as follows", "As of December 31,", "As at 30 June 2023"]
     no = ["Revenue rose 5% in 2023 on higher volumes.", "See accompanying notes to consolidated financial statements.",
-          "x" * 390 + ":" + "y" * 20]
+          "x" * 390 + ":" + "y" * 20, "As of December 31, 2022, the Company had no borrowings outstanding.",
+          "As of the date of this report"]
     assert all(is_lead_in_text(t) for t in yes), [t for t in yes if not is_lead_in_text(t)]
     assert not any(is_lead_in_text(t) for t in no)
     long = "The following table sets forth " + "the amounts of each kind of cost we incurred " * 6 + ":"

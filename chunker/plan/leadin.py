@@ -35,10 +35,11 @@ _INTRODUCES = re.compile(
     re.I,
 )
 # A unit or period named the way table lead-ins name them, in a short line: "(in millions)", "(dollars in
-# thousands, except per share data)", "Three Months Ended June 30,".
+# thousands, except per share data)", "Three Months Ended June 30,", a date line "As of December 31,".
 _NAMES_TABLE = re.compile(
     r"\((?:[^()]*\b(?:in\s+)?(?:thousands|millions|billions)\b[^()]*)\)\W*$"
-    r"|\b(?:three|six|nine|twelve)\s+months\s+ended\b[^.]*$|\b(?:fiscal\s+)?years?\s+ended\b[^.]*,$",
+    r"|\b(?:three|six|nine|twelve)\s+months\s+ended\b[^.]*$|\b(?:fiscal\s+)?years?\s+ended\b[^.]*,$"
+    r"|^as\s+(?:of|at)\s+(?=[^.]{3,45}$)[^.\d]*\d[^.]*$",
     re.I,
 )
 
