@@ -78,7 +78,7 @@ def lead_in_tables(elements: Sequence[Element]) -> dict[int, str]:
     run_lines = run_chars = 0
     for n in range(len(elements) - 2, -1, -1):
         e, nxt = elements[n], elements[n + 1]
-        if not introduces(e):
+        if (nxt.kind != "table_row" and n + 1 not in out) or not introduces(e):  # the cheap test first
             continue
         if nxt.kind == "table_row":
             run_lines, run_chars = 1, len(e.text)
