@@ -18,7 +18,6 @@ line of such a run goes with the table (:func:`lead_in_tables`).
 from __future__ import annotations
 
 import re
-
 from collections.abc import Sequence
 
 from chunker.types import Element
@@ -66,27 +65,21 @@ def introduces(e: Element) -> bool:
     return e.kind == "list" and 0 < len(t) <= LEAD_IN_MAX_CHARS and bool(_ENDS_INTRODUCING.search(t))
 
 
-def is_lead_in(e: Element, nxt: Element | None) -> bool:
-    """An element directly followed by a table row that introduces that table."""
-    return nxt is not None and nxt.kind == "table_row" and introduces(e)
-
-
 def lead_in_tables(elements: Sequence[Element]) -> dict[int, str]:
     """Index in ``elements`` -> group of the table it leads into: a run of up to :data:`LEAD_IN_RUN` lines that
     each read as a lead-in, together within :data:`LEAD_IN_MAX_CHARS`, right before the table's first row."""
     out: dict[int, str] = {}
-    run_lines = run_chars = 0
+    lines = chars = 0  # of the run that starts at n + 1
     for n in range(len(elements) - 2, -1, -1):
         e, nxt = elements[n], elements[n + 1]
-        if (nxt.kind != "table_row" and n + 1 not in out) or not introduces(e):  # the cheap test first
-            continue
         if nxt.kind == "table_row":
-            run_lines, run_chars = 1, len(e.text)
-        elif n + 1 in out and run_lines < LEAD_IN_RUN and run_chars + len(e.text) <= LEAD_IN_MAX_CHARS:
-            run_lines, run_chars = run_lines + 1, run_chars + len(e.text)
+            lines, chars = 1, len(e.text)
+        elif n + 1 in out and lines < LEAD_IN_RUN and chars + len(e.text) <= LEAD_IN_MAX_CHARS:
+            lines, chars = lines + 1, chars + len(e.text)
         else:
-            continue
-        out[n] = out.get(n + 1, nxt.group)
+            continue  # where it stands, nothing is a lead-in: the regexes are not run
+        if introduces(e):
+            out[n] = out.get(n + 1, nxt.group)
     return out
 
 

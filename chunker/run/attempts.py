@@ -101,9 +101,8 @@ def alone_deaths(store: RunStore, job: SegmentJob) -> int:
     that never finished."""
     own = copy_key(job.source_uri)
     entries = store.entries(_folder(job))
-    ended = {n.split(".", 1)[0] for n, _ in entries if n.endswith((DONE, FAILED))}
-    return sum(1 for n, _ in entries
-               if n.endswith(ALONE) and n.split("-", 1)[0] == own and n.split(".", 1)[0] not in ended)
+    alone = {n for n, _ in entries if n.endswith(ALONE)}
+    return sum(1 for s in _starts(entries) if s.copy == own and not s.ended and s.name + ALONE in alone)
 
 
 def quarantine(prior: int, max_attempts: int, alone: int = 0, depth: int = 0) -> Problem | None:
