@@ -327,6 +327,14 @@ class PageWriter:
             level = self.stats.bold_level if standalone and _ocr_title(text) else 0
         else:
             level = heading_level(line, self.stats, standalone)
+        b = self.block
+        wrap = line.y0 - prev.y1 if prev is not None else 1e9
+        if level and b is not None and b.last is prev and self.stats.size_level(line.size) \
+                and abs(b.last.size - line.size) < 0.3 and (
+                wrap < 0.55 * max(line.size, 4) or (wrap < 0.9 * max(line.size, 4) and text[:1].islower())):
+            # The wrap of a paragraph or item set in heading type whose first line is no heading (a table's note a
+            # point above the body: "(2) Included in ... Note 8." / "Receivables derived from ..."): it goes on.
+            level = 0
         if level:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
                     and (prev.size == line.size or self._stacked(prev, line)) and self._wraps_heading(prev, line):

@@ -18,6 +18,13 @@ _NUMBER_WORD = re.compile(r"^\(?[$€£¥]?\d[\d,.]*%?\)?$")
 # Sizes this much above the body size count as heading sizes.
 _SIZE_RATIO = 1.12
 _MAX_HEADING_CHARS = 160
+# A note under a table or at a page's foot: a mark, then the note's sentence. Set a point above the body in some
+# filings, it read as a heading and titled every chunk after it ("(2) Included in device payment plan agreement
+# receivables presented in Note 8. ..." over 316 chunks of one 10-K).
+_NOTE_MARK = re.compile(r"^(\(\d{1,2}\)|\([a-z]\)|\*{1,3}|[†‡])\s*\S")
+# "Note: Table may not foot due to rounding" under a statement: a note by its first word, however short.
+_NOTE_WORD = re.compile(r"^(Notes?|Sources?)\s*:\s*\S")
+_NOTE_SENTENCE = re.compile(r"[a-z)]\.(\s|$)")
 
 
 @dataclass
@@ -119,6 +126,8 @@ def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
         # "2023 2024 2025 2026 2027 After 2026": a table's column labels set in a heading's type, never a heading
         # (every chunk under it would carry the years as its breadcrumb).
         return 0
+    if _NOTE_WORD.match(text) or (_NOTE_MARK.match(text) and (len(text) > 80 or _NOTE_SENTENCE.search(text))):
+        return 0  # a table's or a page's note, whatever its type size
     level = stats.size_level(line.size)
     if level:
         return level

@@ -85,7 +85,7 @@ def rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[f
     ratios.sort()
     median = ratios[len(ratios) // 2]
     if median <= _OVERSIZE:
-        return page_sizes
+        return _settle_lines(lines, page_sizes)
     k = _TYPICAL_RATIO / median
     for ln in lines:
         ln.size = round(ln.size * k, 1)
@@ -94,3 +94,24 @@ def rescale_oversized(lines: list[Line], page_sizes: dict[float, int]) -> dict[f
         key = round(size * k, 1)
         scaled[key] = scaled.get(key, 0) + n
     return scaled
+
+
+def _settle_lines(lines: list[Line], page_sizes: dict[float, int]) -> dict[float, int]:
+    """On a page whose text reports sizes as printed, a line reporting many times its glyphs' height (a chart drawn
+    through a scaled matrix: "Comparison of Five-Year Total Return" at 900 for 8.5-point glyphs) gets the page's
+    usual size: its own says nothing, and as the segment's largest size it would head the rest of the document."""
+    odd = [ln for ln in lines if ln.y1 - ln.y0 >= MIN_SIZE and ln.size > _OVERSIZE * (ln.y1 - ln.y0)]
+    if not odd:
+        return page_sizes
+    wrong = {round(ln.size, 1) for ln in odd}
+    usual = max((kv for kv in page_sizes.items() if kv[0] not in wrong), key=lambda kv: kv[1], default=(0.0, 0))[0]
+    if usual <= 0:
+        return page_sizes
+    sizes = dict(page_sizes)
+    for ln in odd:
+        n = sum(1 for c in ln.chars if not c.isspace())
+        key = round(ln.size, 1)
+        sizes[key] = sizes.get(key, 0) - n
+        sizes[usual] = sizes.get(usual, 0) + n
+        ln.size = usual
+    return {k: v for k, v in sizes.items() if v > 0}

@@ -1,0 +1,88 @@
+"""Type that is not the document's outline, on the pdf-text path: a table's note set a point above the body, a
+"Note:" line under a statement, a chart line whose reported size is many times its glyphs. As headings they titled
+every chunk after them (one 10-K's notes under "(2) Included in device payment plan agreement receivables presented
+in Note 8. ..."); here they are body text, and the section's own heading keeps the breadcrumb."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from chunker.contract import parse_markdown
+from chunker.convert.pdf_text import linesize
+
+pytest.importorskip("fpdf")
+
+from chunker.eval.devset.pdfdoc import DevPdf, Style  # noqa: E402
+from test_pdf_text_patterns import _markdown  # noqa: E402
+
+PROSE = ("The company reviews its results each quarter and reports them to the board, which approves the plan "
+         "for the following year after a discussion of the risks the business faces.")
+
+
+def _elements(path: Path, note: str, heading: str = "(a) Receivables", bold_note: bool = False) -> list:
+    """A 13-pt heading, prose, ``note`` in 11.5-pt type (a point and a half above the 10-pt body, a heading size
+    by itself), prose again."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(18, 13, 11)))
+    pdf.add_page()
+    pdf.heading(heading, 2)
+    pdf.para(PROSE)
+    pdf.use_font("B" if bold_note else "", 11.5)
+    pdf.multi_cell(0, 5, note, new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(4)
+    pdf.para(PROSE)
+    return parse_markdown("d", [(_markdown(pdf, path), 1)])
+
+
+def test_a_note_set_above_the_body_is_no_heading_and_neither_is_its_wrap(tmp_path: Path) -> None:
+    """A mark, then the note's sentence, wrapped over two lines: neither line is a heading, so the section's
+    heading, not the note, titles what follows; a heading that starts with a mark stays one."""
+    elements = _elements(tmp_path / "note.pdf", "(2) Included in device payment plan receivables presented in "
+                         "Note 8. Receivables derived from the sale of equipment.")
+    assert [e.text for e in elements if e.kind == "heading"] == ["(a) Receivables"]
+    assert [e for e in elements if e.kind == "paragraph"][-1].heading_path == ["(a) Receivables"]
+    note = [e.text for e in elements if "device payment plan" in e.text]
+    assert len(note) == 1 and note[0].endswith("Receivables derived from the sale of equipment.")
+
+
+def test_a_note_by_its_first_word_is_no_heading(tmp_path: Path) -> None:
+    """"Note: Table may not foot due to rounding", bold in heading type under a statement, is a note: the
+    statement's section goes on under its own heading. A heading that merely contains "Note" stays one."""
+    elements = _elements(tmp_path / "word.pdf", "Note: Table may not foot due to rounding", heading="Note 8. Leases",
+                         bold_note=True)
+    assert [e.text for e in elements if e.kind == "heading"] == ["Note 8. Leases"]
+    assert [e for e in elements if e.kind == "paragraph"][-1].heading_path == ["Note 8. Leases"]
+
+
+def test_a_line_in_heading_type_that_is_not_a_note_stays_a_heading(tmp_path: Path) -> None:
+    """The rules look at the note's form: a short title in the same 11.5-pt type under the prose is a heading."""
+    elements = _elements(tmp_path / "title.pdf", "Device Payment Plans")
+    assert [e.text for e in elements if e.kind == "heading"] == ["(a) Receivables", "Device Payment Plans"]
+
+
+@dataclass
+class _Line:
+    chars: list[str]
+    y0: float
+    y1: float
+    size: float
+    bold: bool = False
+    italic: bool = False
+    mono: bool = False
+
+
+def test_a_line_reporting_many_times_its_glyphs_gets_the_pages_size() -> None:
+    """On a page that reports sizes as printed, one line at 900 for 8.5-pt glyphs (a chart drawn through a scaled
+    matrix) takes the page's usual size, and the page's size counts follow; a page where most lines report such
+    sizes is scaled as a whole, as before."""
+    body = [_Line(list("Operating revenue grew in the year"), 100.0 + 12 * i, 107.0 + 12 * i, 9.0) for i in range(6)]
+    chart = _Line(list("Comparison of Five-Year Total Return"), 40.0, 48.5, 900.0)
+    n = sum(not c.isspace() for c in chart.chars)
+    out = linesize.rescale_oversized([*body, chart], {9.0: 6 * 29, 900.0: n})
+    assert chart.size == 9.0 and all(ln.size == 9.0 for ln in body)
+    assert out == {9.0: 6 * 29 + n}
+    scaled = [_Line(list("Operating revenue grew"), 100.0 + 12 * i, 106.0 + 12 * i, 416.0) for i in range(5)]
+    linesize.rescale_oversized(scaled, {416.0: 5 * 22})
+    assert all(abs(ln.size - 1.4 * 6.0) < 0.1 for ln in scaled)
