@@ -1,5 +1,6 @@
 """Type that is not the document's outline, on the pdf-text path: a table's note set a point above the body, a
-"Note:" line under a statement, a chart line whose reported size is many times its glyphs. As headings they titled
+"Note:" line under a statement, the rest of a sentence in heading type, a chart line whose reported size is many
+times its glyphs. As headings they titled
 every chunk after them (one 10-K's notes under "(2) Included in device payment plan agreement receivables presented
 in Note 8. ..."); here they are body text, and the section's own heading keeps the breadcrumb."""
 
@@ -60,6 +61,18 @@ def test_a_line_in_heading_type_that_is_not_a_note_stays_a_heading(tmp_path: Pat
     """The rules look at the note's form: a short title in the same 11.5-pt type under the prose is a heading."""
     elements = _elements(tmp_path / "title.pdf", "Device Payment Plans")
     assert [e.text for e in elements if e.kind == "heading"] == ["(a) Receivables", "Device Payment Plans"]
+
+
+def test_a_line_in_heading_type_that_starts_in_lower_case_is_the_rest_of_a_sentence(tmp_path: Path) -> None:
+    """"other post adjudication activities. ..." in heading type, apart from any heading, is a sentence's rest, not
+    a heading (it titled 44 chunks of one report); a lettered item ("b. Director Awards") and a name written with a
+    lower-case first letter ("iPhone Sales") stay headings."""
+    rest = _elements(tmp_path / "rest.pdf", "other post adjudication activities are handled by the service centre.")
+    assert [e.text for e in rest if e.kind == "heading"] == ["(a) Receivables"]
+    assert [e for e in rest if e.kind == "paragraph"][-1].heading_path == ["(a) Receivables"]
+    for title in ("b. Director Awards", "iPhone Sales"):
+        heads = [e.text for e in _elements(tmp_path / "t.pdf", title) if e.kind == "heading"]
+        assert heads == ["(a) Receivables", title]
 
 
 @dataclass

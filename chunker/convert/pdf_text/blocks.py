@@ -24,6 +24,10 @@ _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-�
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
 _LETTER = re.compile(r"^\s*\(?([a-zA-Z]|[ivxIVX]{1,4})[.)]\s+")
 _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
+# A line in heading type that starts in lower case and continues no heading is the rest of a sentence ("other post
+# adjudication activities. ..." titled 44 chunks of one report): not a lettered item ("b. Awards") nor a name
+# written with a lower-case first letter ("iPhone").
+_REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
@@ -346,8 +350,9 @@ class PageWriter:
                 self.out[-1] = merged
                 self.state.heading_path[-1] = (level, merged[level + 1:])
                 return
-            self.heading(level, text)
-            return
+            if not _REST_OF_SENTENCE.match(text):
+                self.heading(level, text)
+                return
         gap = line.y0 - prev.y1 if prev is not None else 1e9
         size = max(line.size, 4)
         marker = _list_marker(text)
