@@ -332,10 +332,11 @@ class PageWriter:
         else:
             level = heading_level(line, self.stats, standalone)
         b = self.block
-        wrap = line.y0 - prev.y1 if prev is not None else 1e9
+        gap = line.y0 - prev.y1 if prev is not None else 1e9
+        size = max(line.size, 4)
         if level and b is not None and b.last is prev and self.stats.size_level(line.size) \
-                and abs(b.last.size - line.size) < 0.3 and (
-                wrap < 0.55 * max(line.size, 4) or (wrap < 0.9 * max(line.size, 4) and text[:1].islower())):
+                and abs(b.last.size - line.size) < 0.3 \
+                and (gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower())):
             # The wrap of a paragraph or item set in heading type whose first line is no heading (a table's note a
             # point above the body: "(2) Included in ... Note 8." / "Receivables derived from ..."): it goes on.
             level = 0
@@ -353,10 +354,7 @@ class PageWriter:
             if not _REST_OF_SENTENCE.match(text):
                 self.heading(level, text)
                 return
-        gap = line.y0 - prev.y1 if prev is not None else 1e9
-        size = max(line.size, 4)
         marker = _list_marker(text)
-        b = self.block
         if marker is not None and text[:1] in "-–" and b is not None and b.kind == "para" and gap < 0.55 * size \
                 and abs(b.last.size - line.size) < 0.6 and self._full(b.last, b.x0) and line.x0 < b.last.x0 + 2:
             # A dash that opens a line right under a paragraph's full line is where the paragraph wrapped
