@@ -174,6 +174,14 @@ class PlannerConfig(_Section):
         "chunk, and every later chunk of the table repeats the lead-in's gist as a title line. False: the lead-in "
         "stays with the prose before the table."
     )
+    compact_rows: bool = Field(
+        False, description="In a chunk, a table row whose column paths are those of the row above it is written "
+        "without them (\"Net income | In millions | 2,153; 1,938\"), as a printed table writes its header once: "
+        "the chunk's first row of a run keeps them, so every chunk still says which period and unit its figures "
+        "are for, and rows are packed by the size they are written at (chunker/rowtext.py): a whole balance sheet "
+        "in two chunks. Off (every row keeps its paths): financebench-dev won 5 / lost 9 questions with it, "
+        "doc@5 0 / 1, CloudWay identical (QUALITY.md)."
+    )
     join_boilerplate: bool = Field(
         False, description="A short paragraph, or a small table, whose every line occurs more than once in the "
         "document (\"See accompanying notes ...\" under each statement, an empty template table on every page of a "

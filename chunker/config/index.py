@@ -29,7 +29,7 @@ class EmbedConfig(_Section):
     compact_rows: bool = Field(
         False, description="Embed a run of table rows with its column paths written once (on its first row), not "
         "once per figure as the stored row sentences do, so a table chunk's last rows fit under max_seq_length "
-        "(chunker/index/rowtext.py; the stored text, BM25's text and hits are unchanged). Off: financebench-dev won "
+        "(chunker/rowtext.py; the stored text, BM25's text and hits are unchanged). Off: financebench-dev won "
         "9 / lost 4 questions with it, the generated set's quarterly reports lost 10 / won 1, since the repeated "
         "period words are what tell one quarter's filing from the next (QUALITY.md)."
     )

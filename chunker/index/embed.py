@@ -18,7 +18,7 @@ import numpy as np
 
 from chunker.backends.base import BackendUnavailable
 from chunker.config import EmbedConfig
-from chunker.index.rowtext import compact_rows
+from chunker.rowtext import compact_rows
 from chunker.types import Chunk
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +33,8 @@ BUNDLED = {"all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2"}
 def passage(chunk: Chunk, identity: bool = True, compact: bool = False) -> str:
     """What is embedded for a chunk: its text, after its document's identity when ``identity`` (``embed.identity``)
     and the text does not already open with it; with ``compact`` (``embed.compact_rows``) a run of table rows writes
-    its column paths once (:mod:`chunker.index.rowtext`), so the rows fit under the embedder's token cap. A one-title document (a manual page, a policy) has its title as both
+    its column paths once (:mod:`chunker.rowtext`), so the rows fit under the embedder's token cap. A one-title
+    document (a manual page, a policy) has its title as both
     identity and breadcrumb root: said twice, the title outweighs the chunk's own words in the mean-pooled vector
     and the document's chunks look more alike than they are (QUALITY.md, issue 20: the identity embedded once)."""
     text = compact_rows(chunk.text) if compact else chunk.text

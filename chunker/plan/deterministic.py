@@ -36,6 +36,7 @@ from chunker.contract import SEGMENT_STRIDE, says_nothing
 from chunker.errors import DocumentError
 from chunker.plan.fragments import Piece, is_pair, join_fragments
 from chunker.plan.leadin import is_lead_in_over_title, lead_in_tables, title_of
+from chunker.rowtext import compact_line, compact_rows, row_paths
 from chunker.types import Chunk, Element, Modality, Stage
 
 PLANNER_NAME = "deterministic"
@@ -53,6 +54,9 @@ class Unit:
     elements: list[Element]
     kind: str  # "text" | "table" | "figure" | "question"
     group: str = ""
+    # A table row's size when it follows the row above it in the same chunk (its column paths left out when they
+    # are the same, ``planner.compact_rows``); None: always ``size``.
+    run_size: int | None = None
 
     @property
     def size(self) -> int:
@@ -78,16 +82,21 @@ def _continues_list(prev: Element, e: Element) -> bool:
     return prev.kind == "list" and e.kind == "list" and prev.heading_path == e.heading_path
 
 
-def make_units(elements: list[Element], max_chars: int = 1600, lead_ins: bool = True) -> list[Unit]:
+def make_units(elements: list[Element], max_chars: int = 1600, lead_ins: bool = True,
+               compact: bool = False) -> list[Unit]:
     """Group a section's non-heading elements into units that must never be split. With ``lead_ins`` a table's
-    lead-in is a unit of its table (same group), so it packs with the rows and never ends the prose before it."""
+    lead-in is a unit of its table (same group), so it packs with the rows and never ends the prose before it.
+    With ``compact`` a row that repeats the column paths of the row before it gets its compact ``run_size``."""
     units: list[Unit] = []
     leads = lead_in_tables(elements) if lead_ins else {}
     for n, e in enumerate(elements):
         prev_unit = units[-1] if units else None
         prev = prev_unit.elements[-1] if prev_unit else None
         if e.kind == "table_row":
-            units.append(Unit([e], "table", e.group))
+            run = None
+            if compact and prev is not None and prev.kind == "table_row" and prev.group == e.group:
+                run = len(compact_line(e.text, row_paths(prev.text))) + 1
+            units.append(Unit([e], "table", e.group, run))
         elif n in leads and not (prev_unit and prev_unit.kind == "question"):
             # An answer that introduces a table stays with its question (the question then opens the table's chunk
             # as prose would); elsewhere the lead-in goes with its rows, all its lines in one unit.
@@ -173,9 +182,10 @@ def _pack(units: list[Unit], cfg: PlannerConfig, boilerplate: frozenset[str] = f
             # Why: the prose that introduces a table says what its figures are; in a chunk of its own it points at
             # no figures, and the rows' chunk lacks its words. Rows after this chunk pack as table chunks.
             kind_break = False
-        too_big = bool(cur) and cur_size + u.size > cfg.target_chars
+        size = _size_after(u, cur)
+        too_big = bool(cur) and cur_size + size > cfg.target_chars
         # A small chunk may still take the next unit rather than be left tiny, within the hard cap.
-        if too_big and cur_size < cfg.min_chars and cur_size + u.size <= cfg.max_chars and not kind_break:
+        if too_big and cur_size < cfg.min_chars and cur_size + size <= cfg.max_chars and not kind_break:
             too_big = False
         if too_big and not kind_break and len(cur) == 1 and cur[0].kind == "table" \
                 and cur[0].elements[0].kind != "table_row":
@@ -183,12 +193,20 @@ def _pack(units: list[Unit], cfg: PlannerConfig, boilerplate: frozenset[str] = f
         if kind_break or too_big:
             flush()
             size_cut = not kind_break
+            size = u.size  # the first row of a chunk writes its column paths
         cur.append(u)
-        cur_size += u.size
+        cur_size += size
     flush()
     if cfg.balance_tails:
         _balance_tails(groups, cut_by_size, cfg)
     return groups
+
+
+def _size_after(u: Unit, cur: list[Unit]) -> int:
+    """The size ``u`` is written at when it follows ``cur``: a row right after a row of its table may be compact."""
+    if u.run_size is not None and cur and cur[-1].group == u.group and cur[-1].elements[-1].kind == "table_row":
+        return u.run_size
+    return u.size
 
 
 _WORD = re.compile(r"[^\W_]")
@@ -271,7 +289,8 @@ def plan(elements: list[Element], cfg: PlannerConfig) -> list[Plan]:
         if not body:
             pending_heads.extend(carry)
             continue
-        for i, group in enumerate(_pack(make_units(body, cfg.max_chars, cfg.table_captions), cfg, boilerplate)):
+        units = make_units(body, cfg.max_chars, cfg.table_captions, cfg.compact_rows)
+        for i, group in enumerate(_pack(units, cfg, boilerplate)):
             ids = [e.element_id for u in group for e in u.elements]
             if i == 0 and pending_heads:
                 ids = [h.element_id for h in pending_heads] + ids
@@ -368,6 +387,8 @@ class ChunkView:
         # level the breadcrumb leaves out) keeps its text in the body, so no verbatim text is ever lost.
         shown = set(crumb.split(" > ")) if crumb else set()
         body = "\n".join(e.text for e in els if e.kind != "heading" or e.text.strip() not in shown)
+        if self.cfg.compact_rows:
+            body = compact_rows(body)
         first = content[0]
         lead = self.leads.get((first.ordinal // SEGMENT_STRIDE, first.group)) if first.kind == "table_row" else None
         if lead is not None and lead.element_id not in ids:

@@ -1,4 +1,4 @@
-"""Table rows written shorter for the embedder: each column path once, not once per figure.
+"""Table rows written shorter: each column path once per run of rows, not once per figure.
 
 A table row is stored as a self-contained sentence (chunker/contract.py, ``figure_row_sentence``): every figure
 carries its column path, so a row read alone says which period and unit a figure is for. That is right for the
@@ -9,11 +9,13 @@ the median: the last rows, often the totals a question asks for, were never embe
 
 Here a run of rows with the same column paths keeps the paths on its first row only; the later rows read
 ``label | figure; figure; figure``, as a printed table does. Only lines that parse as such a row in full are
-touched; everything else passes as it is. The stored text, the BM25 text and the hit a reader gets do not change.
+touched; everything else passes as it is. Two users, both off by default:
 
-Off by default (``embed.compact_rows``): on financebench-dev it won 9 questions and lost 4, on the generated set's
-near-identical quarterly reports it lost 10 and won 1. The repeated paths carry the period words, and those are what
-tell one quarter's table from the next (QUALITY.md, "Measured and not kept").
+* ``embed.compact_rows``: only the embedded passage is compact (the stored text, BM25's text and hits are not).
+  Financebench-dev won 9 questions and lost 4, the generated set's near-identical quarterly reports lost 10 and won
+  1: the repeated paths carry the period words, and those tell one quarter's table from the next.
+* ``planner.compact_rows``: the chunk text itself, rows packed by their written size (twice the rows a chunk).
+  Financebench-dev won 5 and lost 9, doc@5 0 / 1 (QUALITY.md, "Measured and not kept").
 """
 
 from __future__ import annotations
@@ -42,19 +44,26 @@ def _split_row(line: str) -> tuple[str, list[str], list[str]] | None:
     return lead, paths, figures
 
 
+def row_paths(line: str) -> list[str] | None:
+    """The column paths of a row sentence, or None when ``line`` is not one that can be written compactly."""
+    row = _split_row(line)
+    return row[1] if row else None
+
+
+def compact_line(line: str, paths_before: list[str] | None) -> str:
+    """``line`` written without its column paths when they are ``paths_before`` (the row above it in a run)."""
+    row = _split_row(line)
+    if row is None or paths_before is None or row[1] != paths_before:
+        return line
+    return f"{row[0]} | {'; '.join(row[2])}"
+
+
 def compact_rows(text: str) -> str:
     """``text`` with each run of table rows sharing one set of column paths written with the paths once."""
     out, last_paths = [], None
     for line in text.split("\n"):
-        row = _split_row(line)
-        if row is None:
-            out.append(line)
-            last_paths = None
-            continue
-        lead, paths, figures = row
-        if paths == last_paths:
-            out.append(f"{lead} | {'; '.join(figures)}")
-        else:
-            out.append(line)
-            last_paths = paths
+        out.append(compact_line(line, last_paths))
+        paths = row_paths(line)
+        # A run goes on while the paths repeat; a line that is no row, or a row with other paths, starts anew.
+        last_paths = paths
     return "\n".join(out)
