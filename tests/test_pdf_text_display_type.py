@@ -1,8 +1,8 @@
 """Type that is not the document's outline, on the pdf-text path: a table's note set a point above the body, a
 "Note:" line under a statement, the rest of a sentence in heading type, a chart line whose reported size is many
-times its glyphs. As headings they titled
-every chunk after them (one 10-K's notes under "(2) Included in device payment plan agreement receivables presented
-in Note 8. ..."); here they are body text, and the section's own heading keeps the breadcrumb."""
+times its glyphs, a row of cells (far apart, or too close to tell but repeating their words). As headings they
+titled every chunk after them (one 10-K's notes under "(2) Included in device payment plan agreement receivables
+presented in Note 8. ..."); here they are body text, and the section's own heading keeps the breadcrumb."""
 
 from __future__ import annotations
 
@@ -99,3 +99,45 @@ def test_a_line_reporting_many_times_its_glyphs_gets_the_pages_size() -> None:
     scaled = [_Line(list("Operating revenue grew"), 100.0 + 12 * i, 106.0 + 12 * i, 416.0) for i in range(5)]
     linesize.rescale_oversized(scaled, {416.0: 5 * 22})
     assert all(abs(ln.size - 1.4 * 6.0) < 0.1 for ln in scaled)
+
+
+def _cells_page(path: Path, cells: list[str], xs: list[float]) -> list:
+    """A 13-pt heading and prose, then one line in the 13-pt heading type whose parts stand at ``xs`` (mm), then
+    prose again."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(18, 13, 11)))
+    pdf.add_page()
+    pdf.heading("Market for Common Equity", 2)
+    pdf.para(PROSE)
+    pdf.ln(4)
+    pdf.use_font("B", 13)
+    y = pdf.get_y()
+    for text, x in zip(cells, xs):
+        pdf.set_xy(x, y)
+        pdf.cell(text=text)
+    pdf.set_xy(pdf.l_margin, y + 8)
+    pdf.para(PROSE)
+    return parse_markdown("d", [(_markdown(pdf, path), 1)])
+
+
+def test_a_line_of_cells_far_apart_is_no_heading(tmp_path: Path) -> None:
+    """A cover page's row of registered securities ("Common Stock | VZ | New York Stock Exchange") or a chart's
+    legend in heading type is cells, not a title: the section's own heading goes on titling the prose after it (one
+    10-K's first 51 pages had been under such a row). The same words set as one run stay a heading."""
+    parts = ["Common Stock, par value $0.10", "VZ", "New York Stock Exchange"]
+    row = _cells_page(tmp_path / "row.pdf", parts, [20.0, 100.0, 140.0])
+    assert [e.text for e in row if e.kind == "heading"] == ["Market for Common Equity"]
+    assert [e for e in row if e.kind == "paragraph"][-1].heading_path == ["Market for Common Equity"]
+    assert any("New York Stock Exchange" in e.text for e in row if e.kind != "heading")
+    title = _cells_page(tmp_path / "title.pdf", ["Common Stock and Dividends"], [20.0])
+    assert [e.text for e in title if e.kind == "heading"] == ["Market for Common Equity", "Common Stock and Dividends"]
+
+
+def test_a_line_repeating_a_phrase_is_a_row_read_across(tmp_path: Path) -> None:
+    """"No Survey No Survey No Survey 10.2% 16.3%" in heading type, its cells too close to tell apart, is a table row
+    read across (it titled 315 chunks of one report); a title whose small words repeat stays a heading."""
+    row = _cells_page(tmp_path / "row.pdf", ["No Survey No Survey No Survey 10.2% 16.3%"], [20.0])
+    assert [e.text for e in row if e.kind == "heading"] == ["Market for Common Equity"]
+    assert [e for e in row if e.kind == "paragraph"][-1].heading_path == ["Market for Common Equity"]
+    title = "Results of the Year of the Plan of the Agency"
+    kept = _cells_page(tmp_path / "title.pdf", [title], [20.0])
+    assert [e.text for e in kept if e.kind == "heading"] == ["Market for Common Equity", title]

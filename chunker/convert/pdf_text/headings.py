@@ -18,6 +18,9 @@ _NUMBER_WORD = re.compile(r"^\(?[$€£¥]?\d[\d,.]*%?\)?$")
 # Sizes this much above the body size count as heading sizes.
 _SIZE_RATIO = 1.12
 _MAX_HEADING_CHARS = 160
+# Words a sentence repeats without being a table row ("of the ... of the ... of the").
+_FUNCTION_WORDS = frozenset("a an and as at by for from in is of on or the to with".split())
+_CELL_GAP = 2.0  # a gap this many times the type size between runs of one line separates cells, not words
 # A note under a table or at a page's foot: a mark, then the note's sentence. Set a point above the body in some
 # filings, it read as a heading and titled every chunk after it ("(2) Included in device payment plan agreement
 # receivables presented in Note 8. ..." over 316 chunks of one 10-K).
@@ -129,12 +132,29 @@ def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
     if _NOTE_WORD.match(text) or (_NOTE_MARK.match(text) and (len(text) > 80 or _NOTE_SENTENCE.search(text))):
         return 0  # a table's or a page's note, whatever its type size
     level = stats.size_level(line.size)
-    if level:
-        return level
-    if line.bold and standalone and line.size > stats.body_size - 0.6 and len(text) <= 100:
+    if not level and line.bold and standalone and line.size > stats.body_size - 0.6 and len(text) <= 100:
         # (A bold line a little larger than the body, below the size-heading threshold, is one too.)
         # A bold line on its own at body size is a run-in heading unless it reads like a sentence or list item.
         if _SENTENCE_END.search(text) or is_list_start(text):
             return 0
-        return stats.bold_level
-    return 0
+        level = stats.bold_level
+    if level and (_is_cells(line) or _repeats_a_phrase(text)):
+        return 0
+    return level
+
+
+def _repeats_a_phrase(text: str) -> bool:
+    """Whether two words in a row occur three times or more and make half the line: cells of a table row read
+    across ("No Survey No Survey No Survey -* 10.2% -* 16.3%", a row that headed 315 chunks of one report), never
+    a title; a sentence that says "per share" three times is mostly other words."""
+    words = text.casefold().split()
+    pairs = [p for p in zip(words, words[1:]) if not set(p) & _FUNCTION_WORDS]
+    return any(n >= 3 and 4 * n >= len(words) for n in (pairs.count(p) for p in set(pairs)))
+
+
+def _is_cells(line: Line) -> bool:
+    """Whether the line is three or more runs of text far apart: the cells of a table row ("Common Stock, par
+    value $0.10 | VZ | New York Stock Exchange" on a cover page) or a chart's legend ("Verizon | S&P 500 | S&P
+    500 Telecom Services"), never a title, however large its type. A heading is one run; a gap of twice the type
+    size is no word space (a cover page's cells stand 80-100 pt apart in 11-pt type)."""
+    return len(line.segments(max(line.size, 1.0) * _CELL_GAP)) >= 3
