@@ -62,8 +62,8 @@ def compact_rows(text: str) -> str:
     """``text`` with each run of table rows sharing one set of column paths written with the paths once."""
     out, last_paths = [], None
     for line in text.split("\n"):
-        out.append(compact_line(line, last_paths))
-        paths = row_paths(line)
+        row = _split_row(line)
+        out.append(f"{row[0]} | {'; '.join(row[2])}" if row and row[1] == last_paths else line)
         # A run goes on while the paths repeat; a line that is no row, or a row with other paths, starts anew.
-        last_paths = paths
+        last_paths = row[1] if row else None
     return "\n".join(out)

@@ -148,8 +148,9 @@ def _repeats_a_phrase(text: str) -> bool:
     across ("No Survey No Survey No Survey -* 10.2% -* 16.3%", a row that headed 315 chunks of one report), never
     a title; a sentence that says "per share" three times is mostly other words."""
     words = text.casefold().split()
-    pairs = [p for p in zip(words, words[1:]) if not set(p) & _FUNCTION_WORDS]
-    return any(n >= 3 and 4 * n >= len(words) for n in (pairs.count(p) for p in set(pairs)))
+    pairs = Counter(p for p in zip(words, words[1:]) if not set(p) & _FUNCTION_WORDS)
+    n = max(pairs.values(), default=0)
+    return n >= 3 and 4 * n >= len(words)
 
 
 def _is_cells(line: Line) -> bool:
