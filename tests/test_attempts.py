@@ -101,6 +101,32 @@ def test_an_alone_mark_counts_only_for_a_start_that_never_finished(tmp_path):
     assert alone_deaths(store, job) == 1
 
 
+def test_only_the_latest_deaths_alone_count_as_its_own(tmp_path):
+    """A death alone, then deaths shared with a neighbour that kills every engine: the segment's latest deaths say
+    nothing about it, and it is not quarantined at the bound (an innocent document whose engine died once under it
+    had been, beside the poison); deaths alone after the shared ones count."""
+    import os
+
+    store = RunStore(str(tmp_path))
+    job = SegmentJob("d1", "/in/a.pdf", "a.pdf", 4, 0, 1, 1, 4, 1, 4)
+
+    def death(at: float, alone: bool) -> None:
+        marker = record_start(store, job)
+        os.utime(tmp_path / marker, (at, at))  # deaths come seconds apart (a worker is replaced between them)
+        if alone:
+            record_alone(store, marker)
+
+    death(100.0, alone=True)
+    for at in (110.0, 120.0, 130.0):
+        death(at, alone=False)
+    assert prior_starts(store, job) == 4 and alone_deaths(store, job) == 0
+    assert quarantine(4, 4, alone_deaths(store, job), depth=2) is None
+    death(140.0, alone=True)
+    death(150.0, alone=True)
+    assert alone_deaths(store, job) == 2
+    assert "the last 2 with it alone" in quarantine(6, 4, alone_deaths(store, job), depth=2).message
+
+
 def test_every_further_death_halves_the_poison_segments_group():
     """80 segments die together twice with one poison among them: their groups halve with each death of the
     poison's group, so it is alone after about log2(80) more deaths, not after 80 solo runs."""
@@ -127,7 +153,7 @@ def test_shared_deaths_quarantine_only_with_an_own_death_or_far_past_the_bound()
     assert quarantine(4, 4, alone=1, depth=7).code == "quarantined"
     assert quarantine(11, 4, alone=0, depth=7).code == "quarantined", "a worker killed outright still ends"
     assert quarantine(3, 4, alone=3, depth=7) is None
-    assert "1 of them with it alone" in quarantine(5, 4, alone=1, depth=7).message
+    assert "the last 1 with it alone" in quarantine(5, 4, alone=1, depth=7).message
 
 
 # ------------------------------------------------------------------ copies of the same bytes

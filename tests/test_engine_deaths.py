@@ -177,7 +177,7 @@ def test_a_neighbour_whose_hash_matches_the_poison_segments_is_not_quarantined(t
         lives += 1
         assert lives <= 12, outcome
     assert outcome[jobs[1].doc_id] == "converted", outcome
-    assert "started 4 times" in outcome["p"] and "1 of them with it alone" in outcome["p"], outcome
+    assert "started 4 times" in outcome["p"] and "the last 1 with it alone" in outcome["p"], outcome
 
 
 DOCS, PAGES = 8, 4  # two segments of two pages each: 16 segments

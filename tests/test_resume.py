@@ -125,7 +125,7 @@ def test_a_segment_that_kills_its_worker_every_time_is_quarantined(ray_runtime, 
     # each start marked alone before it converts, so the poisoned one ends on the bound with a death of its own
     # (chunker.run.suspects): two shared deaths, one in its first group, one alone.
     assert depth(cfg.ray.convert_concurrency) == 2 and cfg.ray.segment_max_attempts == 4
-    assert p["source"] == SLOW_DOC and "started 4 times" in p["reason"] and "1 of them with it alone" in p["reason"], p
+    assert p["source"] == SLOW_DOC and "started 4 times" in p["reason"] and "the last 1 with it alone" in p["reason"], p
 
 
 ONCE_DOC = "travel-expense-policy.pdf"

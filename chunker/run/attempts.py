@@ -16,8 +16,8 @@ counts. A segment whose worker died ``SUSPECT_AFTER`` times is a suspect: suspec
 every further death (:mod:`chunker.run.suspects`), so the one that kills its engine is found in a few deaths while
 its neighbours keep converting many at a time. A death with one segment alone on the engine is that segment's own
 (:func:`record_alone`: written when the engine dies, or before a suspect that runs alone starts, so that an outright
-kill is charged too; a start that then finishes voids it); only such a death, or a count far past the bound,
-quarantines it.
+kill is charged too; a start that then finishes voids it); only such a death as its latest, or a count far past the
+bound, quarantines it.
 
 The same bytes at two paths are two documents that share one content (``doc_id``): each copy has its own start
 markers (named by :func:`chunker.run.layout.copy_key` of its source URI), so concurrent copies never count each
@@ -97,24 +97,35 @@ def record_alone(store: RunStore, marker: str) -> None:
 
 
 def alone_deaths(store: RunStore, job: SegmentJob) -> int:
-    """Deaths of this copy's conversion of ``job`` in this run with it alone on the engine: starts marked alone
-    that never finished."""
+    """This copy's latest deaths of ``job`` in this run that had it alone on the engine: the unbroken run of
+    never-finished starts marked alone at the end of its deaths, in start order. A death alone followed by a shared
+    one says nothing: a document whose engine died once under it for a passing reason, and which then shared the
+    deaths of a poisonous neighbour until the suspect groups split them, must not be quarantined for the first one
+    (tests/test_resume.py once quarantined such a document beside the poison). A retry starts after its worker is
+    replaced, seconds later, so start markers' modification times order the deaths; ties go by name."""
     own = copy_key(job.source_uri)
     entries = store.entries(_folder(job))
     alone = {n for n, _ in entries if n.endswith(ALONE)}
-    return sum(1 for s in _starts(entries) if s.copy == own and not s.ended and s.name + ALONE in alone)
+    deaths = sorted((s for s in _starts(entries) if s.copy == own and not s.ended), key=lambda s: (s.mtime, s.name))
+    trailing = 0
+    for s in reversed(deaths):
+        if s.name + ALONE not in alone:
+            break
+        trailing += 1
+    return trailing
 
 
 def quarantine(prior: int, max_attempts: int, alone: int = 0, depth: int = 0) -> Problem | None:
     """The problem that fails a segment which has started ``prior`` times already, or None: run it.
 
     A death shared with other segments does not say whose it was. So ``max_attempts`` deaths quarantine a segment
-    only when at least one of them had it alone on the engine (``alone``), or when its count passed the bound by
+    only when the latest of them had it alone on the engine (``alone``: the latest deaths alone, :func:`alone_deaths`),
+    or when its count passed the bound by
     ``depth`` (the halvings that isolate one segment among its actor's chains: :func:`chunker.run.suspects.depth`;
     a worker killed outright, which records nothing, still ends there)."""
     if prior < max_attempts or (alone == 0 and prior < max_attempts + depth):
         return None
-    how = f", {alone} of them with it alone on the engine" if alone else ""
+    how = f", the last {alone} with it alone on the engine" if alone else ""
     return Problem(Stage.CONVERT, "quarantined",
                    f"conversion started {prior} times and its worker died each time{how}; not retried again")
 
