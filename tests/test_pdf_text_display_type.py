@@ -141,3 +141,36 @@ def test_a_line_repeating_a_phrase_is_a_row_read_across(tmp_path: Path) -> None:
     title = "Results of the Year of the Plan of the Agency"
     kept = _cells_page(tmp_path / "title.pdf", [title], [20.0])
     assert [e.text for e in kept if e.kind == "heading"] == ["Market for Common Equity", title]
+
+
+def _bold_block(path: Path, text: str) -> list:
+    """A 13-pt heading and prose, then ``text`` in the bold 13-pt heading type wrapped over several lines (a press
+    release's opening paragraph, a plan's clause set in bold), then prose again."""
+    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(18, 13, 11)))
+    pdf.add_page()
+    pdf.heading("Overview", 2)
+    pdf.para(PROSE)
+    pdf.ln(4)
+    pdf.use_font("B", 13)
+    pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
+    pdf.ln(4)
+    pdf.para(PROSE)
+    return parse_markdown("d", [(_markdown(pdf, path), 1)])
+
+
+def test_a_paragraph_in_heading_type_is_a_paragraph(tmp_path: Path) -> None:
+    """Wrapped lines of heading type that grow into sentences past a title's length are a paragraph, whole: the
+    section's heading goes on titling what follows (a bold opening paragraph had titled a press release's chunks,
+    a plan's bold clause 14 chunks of a 10-K). A long title wrapped the same way, ending no sentence, stays one."""
+    para = ("Las Vegas, Nevada, February 8, 2023 - The Company today reported financial results for the quarter and "
+            "the year ended December 31, 2022. Consolidated net revenues increased compared to the prior year "
+            "quarter, and operating income rose in every region it reports.")
+    out = _bold_block(tmp_path / "para.pdf", para)
+    assert [e.text for e in out if e.kind == "heading"] == ["Overview"]
+    assert [e for e in out if e.kind == "paragraph"][-1].heading_path == ["Overview"]
+    found = [e.text for e in out if "Las Vegas" in e.text]
+    assert len(found) == 1 and found[0].endswith("in every region it reports."), found
+    title = ("Reconciliation of Adjusted Earnings before Interest, Tax, Depreciation and Amortization, Earnings "
+             "before Interest and Tax, Net Income, Earnings per Share and Free Cash Flow")
+    kept = _bold_block(tmp_path / "title.pdf", title)
+    assert [e.text for e in kept if e.kind == "heading"] == ["Overview", title]

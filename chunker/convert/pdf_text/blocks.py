@@ -29,6 +29,12 @@ _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
 # written with a lower-case first letter ("iPhone").
 _REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
+# A heading wrapped past this many characters that reads as prose (a sentence ends inside it, or it ends like one)
+# is a paragraph set in heading type: a press release's bold opening paragraph, a plan's clause in bold, which had
+# titled every chunk after them (101 of the filings' chunks). Titles this long exist ("Reconciliation of adjusted
+# Earnings before interest, tax, ... and Free Cash Flow"); they do not end a sentence.
+_PROSE_HEADING_CHARS = 160
+_PROSE = re.compile(r"[a-z0-9)”’\"][.;]\s+[A-Z(“\"]|[a-z0-9)”’\"][.;:]['\"”’)]?$")
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
 
@@ -118,6 +124,7 @@ class _Block:
     x0: float
     last: Line
     indents: list[float] = field(default_factory=list)  # marker x positions of open nesting levels
+    in_heading_type: bool = False  # a paragraph read as a heading until its wraps showed it: its next wraps join it
 
 
 class PageWriter:
@@ -137,6 +144,7 @@ class PageWriter:
         # Header and column lefts of the last ruled table on this page that labelled its value columns.
         self.last_ruled: tuple[list[str], list[float]] | None = None
         self.lent_at = -1  # len(out) right after that table was written
+        self.path_before: list[tuple[int, str]] = []  # the heading path before the last heading written here
         self.ends_open = self.starts_lower = False  # set by render(): see join_split_paragraph
 
     # -- blocks -------------------------------------------------------------------------------------------
@@ -162,6 +170,7 @@ class PageWriter:
         # Markdown markers printed literally on the page ("# Usage Guide" from an unrendered source) are markup,
         # not words: kept, they would reach every breadcrumb under this heading.
         text = _LITERAL_MARKER.sub("", text).strip() or text
+        self.path_before = list(self.state.heading_path)
         self.state.push_heading(level, text)
         self._emit("#" * level + " " + text)
 
@@ -324,6 +333,15 @@ class PageWriter:
         short = max(prev.x1, line.x1) < self._edges()[1] - 2 * max(line.size, 4)  # neither runs to the right edge
         return short and abs(prev.x0 - line.x0) < 2
 
+    def _heading_to_paragraph(self, text: str, line: Line) -> None:
+        """The heading written last grew into prose as its wraps joined it: it becomes a paragraph (its further
+        wraps join it too), and the heading path is what it was before it."""
+        self.out.pop()
+        self.kinds.pop()
+        self.state.heading_path = self.path_before
+        self.block = _Block("para", [text], line.x0, line, in_heading_type=True)
+        self.last_was_open_table = False
+
     def line(self, i: int, line: Line, prev: Line | None, nxt: Line | None) -> None:
         text = line.text
         standalone = self._standalone(line, prev, nxt)
@@ -334,6 +352,9 @@ class PageWriter:
         b = self.block
         gap = line.y0 - prev.y1 if prev is not None else 1e9
         size = max(line.size, 4)
+        if level and b is not None and b.last is prev and b.in_heading_type and abs(b.last.size - line.size) < 0.3 \
+                and self._wraps_heading(prev, line):
+            level = 0  # the next wrap of a paragraph set in heading type (_heading_to_paragraph)
         if level and b is not None and b.last is prev and self.stats.size_level(line.size) \
                 and abs(b.last.size - line.size) < 0.3 \
                 and (gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower())):
@@ -347,9 +368,12 @@ class PageWriter:
                 # title block stacked at one level ("Consolidated Statements of Income" over the company's name,
                 # a point smaller), which would otherwise leave only its last line in the breadcrumb.
                 first = self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else "")
-                merged = "#" * level + " " + join_wrapped(first, text, self.state.keep_hard_hyphens)
-                self.out[-1] = merged
-                self.state.heading_path[-1] = (level, merged[level + 1:])
+                merged = join_wrapped(first, text, self.state.keep_hard_hyphens)
+                if len(merged) > _PROSE_HEADING_CHARS and _PROSE.search(merged):
+                    self._heading_to_paragraph(merged, line)
+                    return
+                self.out[-1] = "#" * level + " " + merged
+                self.state.heading_path[-1] = (level, merged)
                 return
             if not _REST_OF_SENTENCE.match(text):
                 self.heading(level, text)
