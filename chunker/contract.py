@@ -386,16 +386,18 @@ def parse_markdown(
     markdown_pages: Iterable[tuple[str, int]],
     segment_index: int = 0,
     heading_path: list[str] | None = None,
+    heading_levels: list[int] | None = None,
 ) -> list[Element]:
     """Parse Markdown pieces (text, first page of the piece) into elements with stable IDs.
 
-    ``heading_path`` seeds the heading chain (a segment starts under the headings its overlap left open).
+    ``heading_path`` seeds the heading chain (a segment starts under the headings its overlap left open), at
+    ``heading_levels`` (one per entry; when not given, or not one per entry, 1, 2, ...).
     """
     scanner = _Scanner(default_page=1)
     for text, first_page in markdown_pages:
         scanner.page = first_page
         scanner.scan(text.splitlines())
-    path: list[tuple[int, str]] = [(i + 1, h) for i, h in enumerate(heading_path or [])]
+    path = seed_path(heading_path, heading_levels)
     elements: list[Element] = []
     base = segment_index * SEGMENT_STRIDE
     for block in scanner.blocks:
@@ -425,8 +427,27 @@ def parse_markdown(
     return elements
 
 
+def seed_path(heading_path: list[str] | None, heading_levels: list[int] | None = None) -> list[tuple[int, str]]:
+    """A handed-in heading chain as (level, text); levels 1, 2, ... where they are not known one per entry."""
+    texts = list(heading_path or [])
+    levels = list(heading_levels or [])
+    if len(levels) != len(texts) or any(not 1 <= lv <= 6 for lv in levels):
+        levels = list(range(1, len(texts) + 1))
+    return list(zip(levels, texts))
+
+
+def open_headings(elements: list[Element], seed: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The (level, text) chain in force after ``elements``, started from ``seed``: what the next batch inherits."""
+    path = list(seed)
+    for e in elements:
+        if e.kind == "heading":
+            path = [(lv, h) for lv, h in path if lv < e.level] + [(e.level, e.text)]
+    return path
+
+
 def parse_batches(doc_id: str, batches: list[ConvertedBatch], segment_index: int = 0,
-                  heading_path: list[str] | None = None) -> list[Element]:
+                  heading_path: list[str] | None = None, heading_levels: list[int] | None = None) -> list[Element]:
     """Elements of a segment's converted batches, in batch order, overlap (context-only) batches left out."""
     kept = sorted((b for b in batches if not b.context_only), key=lambda b: b.batch_index)
-    return parse_markdown(doc_id, [(b.markdown, b.page_start) for b in kept], segment_index, heading_path)
+    return parse_markdown(doc_id, [(b.markdown, b.page_start) for b in kept], segment_index, heading_path,
+                          heading_levels)

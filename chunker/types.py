@@ -147,6 +147,11 @@ class BatchContext:
     tail: str = ""  # the last chunk, or the tail of the last Markdown
     heading_path: list[str] = field(default_factory=list)
     table_header: str = ""  # header of a table still open at the end of the batch, if any
+    # The Markdown level of each heading_path entry (empty: not known, read as 1, 2, ...). A segment's overlap hands
+    # its open headings to the segment's first batch with their levels: read as 1, 2, ... a section heading open at
+    # the overlap's end outranked every heading of the segment and titled all of it (one 10-K's 308 chunks of
+    # pages 65-120 under "Revenue by Category").
+    heading_levels: list[int] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), ensure_ascii=False)
@@ -156,7 +161,8 @@ class BatchContext:
         if not raw:
             return cls()
         data = json.loads(raw)
-        return cls(**{k: data[k] for k in ("summary", "tail", "heading_path", "table_header") if k in data})
+        return cls(**{k: data[k] for k in ("summary", "tail", "heading_path", "table_header", "heading_levels")
+                      if k in data})
 
 
 @dataclass

@@ -445,3 +445,17 @@ def test_pages_converted_before_the_deadline_are_kept() -> None:
     assert b.fallback_pages == [2, 3, 4] and fb.calls == [[2, 3, 4]]
     assert "Text of d page 1." in b.markdown and "Fallback text of page 2." in b.markdown
     assert [ln for ln in b.markdown.splitlines() if ln.startswith("<!-- page")] == [f"<!-- page {p} -->" for p in range(1, 5)]
+
+
+def test_markdown_mode_hands_on_the_open_headings_with_their_levels() -> None:
+    """The next batch (and a segment after its overlap) is told the headings open at the end at the levels the
+    model wrote them: "### Install" under "# Guide" is level 3, so the next page's "### Plans" is its sibling, not
+    its child (read as levels 1, 2, ... the prompt said "Guide > Install > Plans")."""
+    b1 = "<!-- page 1 -->\n# Guide\n\n### Install\n\nUnpack it.\n" + trailer("guide")
+    b2 = "<!-- page 2 -->\n### Plans\n\nBasic costs $10.\n" + trailer("guide, plans")
+    eng = Scripted([b1, b2])
+    batches = run(VlmConverter(ConverterConfig(), eng, TextFallback()), one_job(2, batch_pages=1))
+    ctx1, ctx2 = (BatchContext.from_json(b.context_out) for b in batches)
+    assert (ctx1.heading_path, ctx1.heading_levels) == (["Guide", "Install"], [1, 3])
+    assert (ctx2.heading_path, ctx2.heading_levels) == (["Guide", "Plans"], [1, 3])
+    assert "Heading path: Guide > Install" in eng.requests[1].user

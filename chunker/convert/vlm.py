@@ -33,7 +33,7 @@ from chunker.config import ConverterConfig
 from chunker.convert.base import PageImages, batch_done
 from chunker.convert.chunk_format import ChunkRecord, merge_chunks, parse_chunks, render_markdown
 from chunker.convert.trailer import check_output, split_trailer
-from chunker.contract import PAGE_MARKER, page_marker, parse_markdown
+from chunker.contract import PAGE_MARKER, open_headings, page_marker, parse_markdown, seed_path
 from chunker.convert.prompts import build_request, clip_summary
 from chunker.types import BatchContext, ConvertedBatch, SegmentJob, page_ranges
 
@@ -85,10 +85,13 @@ def _tail(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[-limit:]
 
 
-def _heading_path_after(markdown: str, page: int, seed: list[str]) -> list[str]:
-    """Headings in force at the end of ``markdown``, read from the headings it actually contains."""
-    elements = parse_markdown("_", [(markdown, page)], heading_path=seed)
-    return list(elements[-1].heading_path) if elements else list(seed)
+def _heading_path_after(markdown: str, page: int, ctx: BatchContext) -> tuple[list[str], list[int]]:
+    """Headings in force at the end of ``markdown`` and their levels, read from the headings it actually contains
+    (a segment's first batch reads its overlap's open headings at these levels)."""
+    seed = seed_path(ctx.heading_path, ctx.heading_levels)
+    path = open_headings(parse_markdown("_", [(markdown, page)], heading_path=[h for _, h in seed],
+                                        heading_levels=[lv for lv, _ in seed]), seed)
+    return [h for _, h in path], [lv for lv, _ in path]
 
 
 # One batch's rendered pages: encoded images and (width, height), keyed by page number.
@@ -287,13 +290,13 @@ class VlmConverter:
         summary = clip_summary(split.trailer.summary, self.cfg.summary_max_chars) or ctx.summary
         if self.cfg.mode == "markdown":
             markdown = ensure_page_marker(split.body, pages[0])
-            path = _heading_path_after(markdown, pages[0], ctx.heading_path)
+            path, levels = _heading_path_after(markdown, pages[0], ctx)
             if not path:
                 # Pages without a heading and no path handed in (a segment's overlap starts blind): the model's own
-                # reading of the hierarchy is the best there is.
-                path = split.trailer.heading_path
+                # reading of the hierarchy is the best there is (levels not known).
+                path, levels = split.trailer.heading_path, []
             tail = _tail(split.body, self.cfg.context_tail_chars)
-            return markdown, BatchContext(summary, tail, path, split.trailer.open_table)
+            return markdown, BatchContext(summary, tail, path, split.trailer.open_table, levels)
         parsed = parse_chunks(split.body)
         if not parsed.chunks:
             problems.append("chunk markers present but every chunk is empty")
@@ -324,9 +327,9 @@ class VlmConverter:
         tally.fallback_pages.extend(pages)
         tally.errors.append(f"pages {page_ranges(pages)}: model output unusable, text-layer fallback used")
         md = ensure_page_marker(md, pages[0])
-        path = _heading_path_after(md, pages[0], ctx.heading_path)
+        path, levels = _heading_path_after(md, pages[0], ctx)
         # The summary stays: the fallback writes none, and the old one still describes the document.
-        return md, BatchContext(ctx.summary, _tail(md, self.cfg.context_tail_chars), path, "")
+        return md, BatchContext(ctx.summary, _tail(md, self.cfg.context_tail_chars), path, "", levels)
 
 
 def _render_batch(images: PageImages, pages: list[int]) -> Rendered:

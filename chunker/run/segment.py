@@ -128,12 +128,13 @@ async def plan_segment(job: SegmentJob, batches: list[ConvertedBatch], planner: 
     what = "parsing the Markdown"
     try:
         faults.check("parse", job.source)
-        seed: list[str] = []
+        seed = BatchContext()
         overlap = [b for b in batches if b.context_only]
         if overlap and overlap[-1].context_out:
-            # The segment starts under the headings its overlap left open (see chunker.intake.segments).
-            seed = BatchContext.from_json(overlap[-1].context_out).heading_path
-        out.elements = parse_batches(job.doc_id, batches, job.segment_index, seed)
+            # The segment starts under the headings its overlap left open, at their levels (see
+            # chunker.intake.segments).
+            seed = BatchContext.from_json(overlap[-1].context_out)
+        out.elements = parse_batches(job.doc_id, batches, job.segment_index, seed.heading_path, seed.heading_levels)
         what = "chunk planning"
         faults.check("plan", job.source)
         out.chunks = await planner.chunks(out.elements, cfg_hash, job.source, job.source_uri)

@@ -82,6 +82,7 @@ class PdfTextConverter:
                 tail=tail,
                 heading_path=[t for _, t in state.heading_path],
                 table_header=pipe_row(state.table_header) if state.table_header else "",
+                heading_levels=[lv for lv, _ in state.heading_path],
             )
             out.append(ConvertedBatch(
                 doc_id=job.doc_id, segment_index=job.segment_index, batch_index=index, page_start=a, page_end=b,
