@@ -20,6 +20,7 @@ import pypdfium2.raw as pdfium_c
 
 from chunker.convert.pdf_text.cells import (DIGITS, SEG_GAP_EM, YEAR_OR_DATE, Seg, band_rows, clean_cells, column_of,
                                             compose_header, headerish, merge_sign_columns, visual_rows)
+from chunker.convert.pdf_text.grids import above_grid, rules_extent, split_grids
 from chunker.convert.pdf_text.labels import header_above
 from chunker.convert.pdf_text.textlayer import CURRENCY, PageText
 
@@ -266,8 +267,14 @@ def find_tables(page: PageText, rules: Rules, body_size: float, ignore: set[int]
                 runs.append([])
             else:
                 runs[-1].append((top, bot))
-        for bands in runs:
-            table = _build(page, rules, bands, x0, x1, centres, taken)
+        vertical = [v for v in _join_vertical(rules.vertical) if x0 - 3 <= v[0] <= x1 + 3]
+        for bands in (g for run in runs for g in split_grids(run, vertical, rules_extent(stack, run, x0, x1))):
+            above = above_grid(page, bands, vertical, centres, taken)
+            bands = bands[above:]
+            # Below a banner that joined the stack (its box overlaps the grid), the grid's width is that of its own
+            # rules: the banner's left edge is no column of it.
+            bx0, bx1 = rules_extent(stack, bands, x0, x1) if above else (x0, x1)
+            table = _build(page, rules, bands, bx0, bx1, centres, taken)
             if table is not None:
                 taken |= table.lines
                 tables.append(table)
@@ -357,6 +364,8 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     rows = [[r[c] for c in keep] for r in rows]
     if len(keep) < 2 or len(rows) < 2:
         return None
+    if len(bands) == 1 and cuts and not any(DIGITS.search(YEAR_OR_DATE.sub("", c)) for r in rows for c in r):
+        return None  # one row of ruled cells holding labels: a header whose body was read as aligned figures
     lefts = [min((s.x0 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x0) for c in keep]
     rights = [max((s.x1 for s in segs if column_of(s.x0, s.x1, seps) == c), default=x1) for c in keep]
     n_head = 0
@@ -396,7 +405,15 @@ def _build(page: PageText, rules: Rules, bands: list[tuple[float, float]], x0: f
     head_segs = [sg for band in band_segs[:head_bands] for sg in band]
     body_segs = [sg for band in band_segs[head_bands:] for sg in band]
     head_y = bands[0][0], max(sg.y for sg in head_segs) + 1
-    spans = [r for r in _join_abutting(rules.horizontal) if head_y[0] < r[2] < head_y[1] and r[1] - r[0] < x1 - x0 - 4]
+    # A spanning label's rule is narrower than the table. In a grid with ruled columns that is the width of the
+    # grid's own rules, not the stack's: a banner's box above the grid may widen the stack, and the full-width rule
+    # under the grid's header would read as a span over every column.
+    joined = _join_abutting(rules.horizontal)
+    width = x1 - x0
+    if cuts:
+        width = min(width, max((r[1] - r[0] for r in joined if top - 0.5 <= r[2] <= bottom + 0.5
+                                and r[0] < x1 and r[1] > x0), default=width))
+    spans = [r for r in joined if head_y[0] < r[2] < head_y[1] and r[1] - r[0] < width - 4]
     header = compose_header(head_segs, [sg for sg in whole if head_y[0] < sg.y < head_y[1]], seps, keep, body_segs,
                              spans)
     header, body, kept = merge_sign_columns(header, [list(r) for r in rows[n_head:]])

@@ -236,7 +236,12 @@ def _close(line: Line, extent: tuple[float, float, float, float], sizes: dict[fl
     if "".join(line.chars).strip():
         line.x0, line.y0, line.x1, line.y1 = extent
         finish_line(line, sizes, *counts, page_sizes)
-        lines.append(line)
+        if line.size >= MIN_SIZE or line.y1 - line.y0 >= HIDDEN_PT or set(line.chars) - {"_", " "}:
+            lines.append(line)
+        # else: underscores alone, too small to read: the "_" that opens a hidden record GUID (its letters are
+        # dropped as hidden, see HIDDEN_PT; 703 such lines in the agency reports, one on the filings). Kept, it
+        # took a place in the reading order below a table's top and pulled the table above its own title. Other
+        # punctuation stays: a table's dash for "none" can report the same size and height and is read.
     return Line()
 
 
