@@ -6,6 +6,7 @@ presented in Note 8. ..."); here they are body text, and the section's own headi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,22 +102,30 @@ def test_a_line_reporting_many_times_its_glyphs_gets_the_pages_size() -> None:
     assert all(abs(ln.size - 1.4 * 6.0) < 0.1 for ln in scaled)
 
 
-def _cells_page(path: Path, cells: list[str], xs: list[float]) -> list:
-    """A 13-pt heading and prose, then one line in the 13-pt heading type whose parts stand at ``xs`` (mm), then
-    prose again."""
+def _between_prose(path: Path, heading: str, draw: Callable[[DevPdf], None]) -> list:
+    """A 13-pt ``heading`` and prose, then what ``draw`` sets in the bold 13-pt heading type, then prose again;
+    the parsed elements."""
     pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(18, 13, 11)))
     pdf.add_page()
-    pdf.heading("Market for Common Equity", 2)
+    pdf.heading(heading, 2)
     pdf.para(PROSE)
     pdf.ln(4)
     pdf.use_font("B", 13)
-    y = pdf.get_y()
-    for text, x in zip(cells, xs):
-        pdf.set_xy(x, y)
-        pdf.cell(text=text)
-    pdf.set_xy(pdf.l_margin, y + 8)
+    draw(pdf)
     pdf.para(PROSE)
     return parse_markdown("d", [(_markdown(pdf, path), 1)])
+
+
+def _cells_page(path: Path, cells: list[str], xs: list[float]) -> list:
+    """One line in heading type whose parts stand at ``xs`` (mm), between prose."""
+    def draw(pdf: DevPdf) -> None:
+        y = pdf.get_y()
+        for text, x in zip(cells, xs):
+            pdf.set_xy(x, y)
+            pdf.cell(text=text)
+        pdf.set_xy(pdf.l_margin, y + 8)
+
+    return _between_prose(path, "Market for Common Equity", draw)
 
 
 def test_a_line_of_cells_far_apart_is_no_heading(tmp_path: Path) -> None:
@@ -144,18 +153,13 @@ def test_a_line_repeating_a_phrase_is_a_row_read_across(tmp_path: Path) -> None:
 
 
 def _bold_block(path: Path, text: str) -> list:
-    """A 13-pt heading and prose, then ``text`` in the bold 13-pt heading type wrapped over several lines (a press
-    release's opening paragraph, a plan's clause set in bold), then prose again."""
-    pdf = DevPdf(Style(family="Helvetica", body=10, sizes=(18, 13, 11)))
-    pdf.add_page()
-    pdf.heading("Overview", 2)
-    pdf.para(PROSE)
-    pdf.ln(4)
-    pdf.use_font("B", 13)
-    pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
-    pdf.ln(4)
-    pdf.para(PROSE)
-    return parse_markdown("d", [(_markdown(pdf, path), 1)])
+    """``text`` in the bold 13-pt heading type wrapped over several lines (a press release's opening paragraph, a
+    plan's clause set in bold), between prose under "Overview"."""
+    def draw(pdf: DevPdf) -> None:
+        pdf.multi_cell(0, 6, text, new_x="LMARGIN", new_y="NEXT")
+        pdf.ln(4)
+
+    return _between_prose(path, "Overview", draw)
 
 
 def test_a_paragraph_in_heading_type_is_a_paragraph(tmp_path: Path) -> None:
@@ -174,3 +178,21 @@ def test_a_paragraph_in_heading_type_is_a_paragraph(tmp_path: Path) -> None:
              "before Interest and Tax, Net Income, Earnings per Share and Free Cash Flow")
     kept = _bold_block(tmp_path / "title.pdf", title)
     assert [e.text for e in kept if e.kind == "heading"] == ["Overview", title]
+
+
+def test_a_tables_lead_in_in_heading_type_is_a_paragraph(tmp_path: Path) -> None:
+    """A lead-in sentence set in heading type ("... were as follows:") is a paragraph under the section's heading,
+    whole when it wraps, not a section of its own (a 10-K's MD&A had 40 such top-level "sections"); a label in
+    capitals ending with a colon stays a heading."""
+    lead = "Consolidated net sales were as follows:"
+    out = _bold_block(tmp_path / "lead.pdf", lead)
+    assert [e.text for e in out if e.kind == "heading"] == ["Overview"]
+    para = [e for e in out if e.kind == "paragraph" and e.text == lead]
+    assert len(para) == 1 and para[0].heading_path == ["Overview"], [(e.kind, e.text) for e in out]
+    wrapped = ("The components of North America Retail organic net sales growth and of the segment's operating "
+               "profit in each quarter of the fiscal year are shown in the following table:")
+    out = _bold_block(tmp_path / "wrapped.pdf", wrapped)
+    assert [e.text for e in out if e.kind == "heading"] == ["Overview"]
+    assert [e.text for e in out if e.text.startswith("The components")] == [wrapped]
+    kept = _bold_block(tmp_path / "label.pdf", "SEGMENT SALES RESULTS:")
+    assert [e.text for e in kept if e.kind == "heading"] == ["Overview", "SEGMENT SALES RESULTS:"]
