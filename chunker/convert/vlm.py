@@ -88,9 +88,7 @@ def _tail(text: str, limit: int) -> str:
 def _heading_path_after(markdown: str, page: int, ctx: BatchContext) -> tuple[list[str], list[int]]:
     """Headings in force at the end of ``markdown`` and their levels, read from the headings it actually contains
     (a segment's first batch reads its overlap's open headings at these levels)."""
-    seed = seed_path(ctx.heading_path, ctx.heading_levels)
-    path = open_headings(parse_markdown("_", [(markdown, page)], heading_path=[h for _, h in seed],
-                                        heading_levels=[lv for lv, _ in seed]), seed)
+    path = open_headings(parse_markdown("_", [(markdown, page)]), seed_path(ctx.heading_path, ctx.heading_levels))
     return [h for _, h in path], [lv for lv, _ in path]
 
 

@@ -13,7 +13,7 @@ from chunker.convert.pdf_text.aligned import AlignedTable
 from chunker.convert.pdf_text.colheads import label_paths
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.handover import OpenAligned, inherit, is_data_row, lend_to_aligned, relabel, same_columns
-from chunker.convert.pdf_text.headings import FontStats, heading_level
+from chunker.convert.pdf_text.headings import FontStats, heading_level, lead_in_sentence, prose_in_heading_type
 from chunker.convert.pdf_text.tables import Table, pipe_row, same_layout
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
 from chunker.contract import figure_line, figure_row_sentence, table_block, table_row_sentence
@@ -29,24 +29,6 @@ _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
 # written with a lower-case first letter ("iPhone").
 _REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 _MD_ESCAPE = re.compile(r"^(#{1,6}\s|>|\|)")
-# A heading wrapped past this many characters that reads as prose (a sentence ends inside it, or it ends like one)
-# is a paragraph set in heading type: a press release's bold opening paragraph, a plan's clause in bold, which had
-# titled every chunk after them (101 of the filings' chunks). Titles this long exist ("Reconciliation of adjusted
-# Earnings before interest, tax, ... and Free Cash Flow"); they do not end a sentence.
-_PROSE_HEADING_CHARS = 160
-# A table's lead-in set in heading type ("Consolidated net sales were as follows:", "The components of goodwill are
-# shown in the following table:"): a sentence in sentence case that ends with a colon and says something is, was or
-# follows. As a heading it opened a top-level section, and the table under it lost its place in the document.
-_LEAD_IN_VERB = re.compile(r"\b(?:as follows|follows?|following|below|is|are|was|were|consist(?:s|ed)? of|"
-                           r"includes?|included|shown|set forth|summari[sz]ed)\b")
-
-
-def _lead_in_sentence(text: str) -> bool:
-    words = text.split()
-    letters = [c for c in text if c.isalpha()]
-    return (text.rstrip().endswith(":") and len(words) >= 5 and bool(letters)
-            and sum(c.isupper() for c in letters) < 0.5 * len(letters) and bool(_LEAD_IN_VERB.search(text)))
-_PROSE = re.compile(r"[a-z0-9)”’\"][.;]\s+[A-Z(“\"]|[a-z0-9)”’\"][.;:]['\"”’)]?$")
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
 
@@ -351,6 +333,11 @@ class PageWriter:
         self.out.pop()
         self.kinds.pop()
         self.state.heading_path = self.path_before
+        self._paragraph_in_heading_type(text, line)
+
+    def _paragraph_in_heading_type(self, text: str, line: Line) -> None:
+        """Opens a paragraph whose lines are set in heading type: its next wraps join it instead of heading it."""
+        self._flush()
         self.block = _Block("para", [text], line.x0, line, in_heading_type=True)
         self.last_was_open_table = False
 
@@ -381,16 +368,14 @@ class PageWriter:
                 # a point smaller), which would otherwise leave only its last line in the breadcrumb.
                 first = self.out[-1][level + 1:] + (WORD_BREAK if prev.soft_end else "")
                 merged = join_wrapped(first, text, self.state.keep_hard_hyphens)
-                if len(merged) > _PROSE_HEADING_CHARS and _PROSE.search(merged) or _lead_in_sentence(merged):
+                if prose_in_heading_type(merged) or lead_in_sentence(merged):
                     self._heading_to_paragraph(merged, line)
                     return
                 self.out[-1] = "#" * level + " " + merged
                 self.state.heading_path[-1] = (level, merged)
                 return
-            if _lead_in_sentence(text):
-                self._flush()
-                self.block = _Block("para", [text], line.x0, line, in_heading_type=True)
-                self.last_was_open_table = False
+            if lead_in_sentence(text):
+                self._paragraph_in_heading_type(text, line)
                 return
             if not _REST_OF_SENTENCE.match(text):
                 self.heading(level, text)

@@ -25,10 +25,6 @@ def _crossing(band: tuple[float, float], vertical: list[tuple[float, float, floa
     return [x for x, y0, y1 in vertical if min(y1, b) - max(y0, a) > 0.5 * (b - a)]
 
 
-def _shared(xs: list[float], ys: list[float]) -> bool:
-    return any(abs(x - y) <= 3 for x in xs for y in ys)
-
-
 def _columns(xs: list[float]) -> list[float]:
     """Column rules, each once: the edges of two boxes that meet (or of a narrow bullet cell) a few points apart
     are one column boundary."""
@@ -57,9 +53,8 @@ def split_grids(bands: list[tuple[float, float]], vertical: list[tuple[float, fl
     """A run of bands cut where one ruled grid ends and another begins: grids stacked with no gap (one per
     indicator in an agency report) share the frame's edges but no column rule between them. Read as one table, the
     first grid's column rules cut the next one's text mid-word ("assist a | t least 400"). A new grid begins where
-    :func:`_new_grid` says so. Bands without column rules just above the
-    new grid (its title) go with it. Slivers (the gap between two boxes' stroked edges, under 3 pt) are no rows:
-    both grids' rules cross them."""
+    :func:`_new_grid` says so; bands without column rules just above it (its title) go with it. Slivers (the gap
+    between two boxes' stroked edges, under 3 pt) are no rows: both grids' rules cross them."""
     ruled = [(k, xs) for k, b in enumerate(bands) if b[1] - b[0] >= 3
              for xs in [_columns([x for x in _crossing(b, vertical) if extent[0] + 3 < x < extent[1] - 3])] if xs]
     starts = [0]
@@ -80,11 +75,11 @@ def above_grid(page: PageText, bands: list[tuple[float, float]], vertical: list[
     line running across a column rule of the grid). Cut at the grid's column rules, a title would read
     "Performance Indicato | rs" as a row, and the banner as its header."""
     start = next((k for k in range(len(bands) - 1)
-                  if _shared(_crossing(bands[k], vertical), _crossing(bands[k + 1], vertical))), 0)
+                  if _lined_up(_crossing(bands[k], vertical), _crossing(bands[k + 1], vertical))), 0)
     grid = _crossing(bands[start], vertical) if start else []
     for band in bands[:start]:
         own = _crossing(band, vertical)
-        if _shared(own, grid):
+        if _lined_up(own, grid):
             return 0
         if not own:
             idx = [i for i, (cy, _) in enumerate(centres) if band[0] < cy < band[1] and i not in taken]

@@ -29,6 +29,19 @@ _NOTE_MARK = re.compile(r"^(\(\d{1,2}\)|\([a-z]\)|\*{1,3}|[†‡])\s*\S")
 _NOTE_WORD = re.compile(r"^(Notes?|Sources?)\s*:\s*\S")
 _NOTE_SENTENCE = re.compile(r"[a-z)]\.(\s|$)")
 
+# A heading wrapped past this many characters that reads as prose (a sentence ends inside it, or it ends like one)
+# is a paragraph set in heading type: a press release's bold opening paragraph, a plan's clause in bold, which had
+# titled every chunk after them (101 of the filings' chunks). Titles this long exist ("Reconciliation of adjusted
+# Earnings before interest, tax, ... and Free Cash Flow"); they do not end a sentence.
+_PROSE_HEADING_CHARS = 160
+_PROSE = re.compile(r"[a-z0-9)”’\"][.;]\s+[A-Z(“\"]|[a-z0-9)”’\"][.;:]['\"”’)]?$")
+# A table's lead-in set in heading type ("Consolidated net sales were as follows:", "The components of goodwill are
+# shown in the following table:"): a sentence in sentence case that ends with a colon and says something is, was or
+# follows. As a heading it opened a top-level section, and the table under it lost its place in the document. (The
+# planner's lead-in test, chunker.plan.leadin, takes any short line ending with a colon: "FINANCIAL RESULTS:" too.)
+_LEAD_IN_VERB = re.compile(r"\b(?:as follows|follows?|following|below|is|are|was|were|consist(?:s|ed)? of|"
+                           r"includes?|included|shown|set forth|summari[sz]ed)\b")
+
 
 @dataclass
 class FontStats:
@@ -159,3 +172,16 @@ def _is_cells(line: Line) -> bool:
     500 Telecom Services"), never a title, however large its type. A heading is one run; a gap of twice the type
     size is no word space (a cover page's cells stand 80-100 pt apart in 11-pt type)."""
     return len(line.segments(max(line.size, 1.0) * _CELL_GAP)) >= 3
+
+
+def prose_in_heading_type(text: str) -> bool:
+    """Whether a heading grown by its wraps is a paragraph set in heading type (see _PROSE_HEADING_CHARS)."""
+    return len(text) > _PROSE_HEADING_CHARS and bool(_PROSE.search(text))
+
+
+def lead_in_sentence(text: str) -> bool:
+    """Whether a line (or wrapped lines) in heading type is a table's lead-in sentence (see _LEAD_IN_VERB)."""
+    words = text.split()
+    letters = [c for c in text if c.isalpha()]
+    return (text.rstrip().endswith(":") and len(words) >= 5 and bool(letters)
+            and sum(c.isupper() for c in letters) < 0.5 * len(letters) and bool(_LEAD_IN_VERB.search(text)))
