@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from chunker.convert.pdf_text.aligned import AlignedTable
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.handover import OpenAligned
-from chunker.convert.pdf_text.headings import FontStats, heading_level, lead_in_sentence, prose_in_heading_type
+from chunker.convert.pdf_text.headings import (
+    FontStats,
+    heading_level,
+    lead_in_sentence,
+    numbered_title,
+    prose_in_heading_type,
+)
 from chunker.convert.pdf_text.tables import Table
 from chunker.convert.pdf_text.tablewrite import MD_ESCAPE, TableWriting
 from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_wrapped
@@ -25,6 +31,8 @@ _SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
 # adjudication activities. ..." titled 44 chunks of one report): not a lettered item ("b. Awards") nor a name
 # written with a lower-case first letter ("iPhone").
 _REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
+# A line that cannot end a title: it stops on a comma, "and", "of", ... (the title wraps onto the next line).
+_OPEN_END = re.compile(r"(?:,|&|\b(?:and|or|of|for|to|in|on|the|a|an|with|by))$", re.I)
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
 
 
@@ -218,8 +226,13 @@ class PageWriter(TableWriting):
         if gap > 1.1 * line.size:
             return False
         full = prev.x1 >= self.left + 0.8 * (self.right - self.left)
-        return prev.soft_end or prev.text.endswith("-") or full or line.text[:1].islower() \
-            or self._stacked(prev, line)
+        if prev.soft_end or prev.text.endswith("-") or full or line.text[:1].islower():
+            return True
+        # A numbered title ("8. Debt") stacked over the first heading inside it ("Short-Term Debt") is two
+        # headings; it runs on only where it cannot have ended ("2. Acquisitions, Divestitures and").
+        if numbered_title(prev):
+            return bool(_OPEN_END.search(prev.text))
+        return self._stacked(prev, line)
 
     def _stacked(self, prev: Line, line: Line) -> bool:
         """Two short lines of one title block: both centred, or both starting at the same left edge."""
@@ -263,7 +276,8 @@ class PageWriter(TableWriting):
             level = 0
         if level:
             if prev is not None and self.out and self.out[-1].startswith("#" * level + " ") and self.block is None \
-                    and (prev.size == line.size or self._stacked(prev, line)) and self._wraps_heading(prev, line):
+                    and (prev.size == line.size or self._stacked(prev, line)) and not numbered_title(line) \
+                    and self._wraps_heading(prev, line):
                 # A heading wrapped over two lines is one heading (a word cut by a hyphen joined again); so is a
                 # title block stacked at one level ("Consolidated Statements of Income" over the company's name,
                 # a point smaller), which would otherwise leave only its last line in the breadcrumb.

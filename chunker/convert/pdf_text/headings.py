@@ -39,6 +39,11 @@ _PROSE = re.compile(r"[a-z0-9)”’\"][.;]\s+[A-Z(“\"]|[a-z0-9)”’\"][.;:]
 # shown in the following table:"): a sentence in sentence case that ends with a colon and says something is, was or
 # follows. As a heading it opened a top-level section, and the table under it lost its place in the document. (The
 # planner's lead-in test, chunker.plan.leadin, takes any short line ending with a colon: "FINANCIAL RESULTS:" too.)
+# A numbered title set in bold on its own line ("7. Leases", "2. Acquisitions, Divestitures and Asset Sales"): how
+# filings number their notes. Read as a list's first item, it left each note under the previous note's last heading
+# (Best Buy's leases under "Fair Value of Financial Instruments"); 61 such titles in the filings.
+_NUMBERED = re.compile(r"^\s*\d{1,2}\.\s+(?=\S)")
+_WORDS = re.compile(r"[^\W\d_]+")
 _LEAD_IN_VERB = re.compile(r"\b(?:as follows|follows?|following|below|is|are|was|were|consist(?:s|ed)? of|"
                            r"includes?|included|shown|set forth|summari[sz]ed)\b")
 
@@ -148,12 +153,30 @@ def heading_level(line: Line, stats: FontStats, standalone: bool) -> int:
     if not level and line.bold and standalone and line.size > stats.body_size - 0.6 and len(text) <= 100:
         # (A bold line a little larger than the body, below the size-heading threshold, is one too.)
         # A bold line on its own at body size is a run-in heading unless it reads like a sentence or list item.
-        if _SENTENCE_END.search(text) or is_list_start(text):
+        if _SENTENCE_END.search(text) or (is_list_start(text) and not numbered_title(line)):
             return 0
         level = stats.bold_level
     if level and (_is_cells(line) or _repeats_a_phrase(text)):
         return 0
     return level
+
+
+def numbered_title(line: Line) -> bool:
+    """Whether a line is a numbered title ("7. Leases"; see _NUMBERED), not a list's item: after its number, every
+    visible character is bold, the words are in title case (each word of three letters or more, function words
+    aside, starts with a capital) and it ends as no sentence or label does. A bold footnote ("1. Relates to the
+    acquisition of ...") or a step ("1. Install the app") is no title."""
+    m = _NUMBERED.match(line.text)
+    rest = line.text[m.end():].strip() if m else ""
+    if not rest or rest[-1] in ".,;:" or not rest[0].isupper():
+        return False
+    words = _WORDS.findall(rest)
+    if not any(len(w) >= 3 for w in words) \
+            or any(w[0].islower() for w in words if len(w) >= 3 and w.casefold() not in _FUNCTION_WORDS):
+        return False
+    visible = [b for ch, b in zip(line.chars, line.bolds) if not ch.isspace()]
+    n = sum(1 for ch in rest if not ch.isspace())
+    return len(visible) >= n and all(visible[-n:])
 
 
 def _repeats_a_phrase(text: str) -> bool:
