@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from chunker.convert.pdf_text.aligned import AlignedTable
 from chunker.convert.pdf_text.figures import Figure
-from chunker.convert.pdf_text.handover import OpenAligned
+from chunker.convert.pdf_text.handover import FlowState, OpenAligned
 from chunker.convert.pdf_text.headings import (
     FontStats,
     heading_level,
@@ -34,18 +34,6 @@ _REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 # A line that cannot end a title: it stops on a comma, "and", "of", ... (the title wraps onto the next line).
 _OPEN_END = re.compile(r"(?:,|&|\b(?:and|or|of|for|to|in|on|the|a|an|with|by))$", re.I)
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
-
-
-@dataclass
-class FlowState:
-    heading_path: list[tuple[int, str]] = field(default_factory=list)
-    table_header: list[str] = field(default_factory=list)  # header of a table still open at the last page end
-    table_columns: list[float] = field(default_factory=list)  # that table's column lefts (its layout)
-    aligned: OpenAligned | None = None  # an aligned-figure table open at the last page end
-    keep_hard_hyphens: bool = False  # the document marks hyphenation with soft hyphens: a '-' at line end is real
-
-    def push_heading(self, level: int, text: str) -> None:
-        self.heading_path = [(lv, t) for lv, t in self.heading_path if lv < level] + [(level, text)]
 
 
 def _list_marker(text: str) -> tuple[str, int] | None:

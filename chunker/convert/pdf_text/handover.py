@@ -83,3 +83,18 @@ def lend_to_aligned(header: list[str], lefts: list[float], rights: list[float],
     unit = header[0][:date.start()].strip() if date else header[0]
     columns = [Column(r, lf, [h]) for lf, r, h in zip(lefts[1:], rights[1:], header[1:]) if h]
     return OpenAligned(columns, unit if UNIT.search(unit) else "", open_group(rows))
+
+
+@dataclass
+class FlowState:
+    """What one page hands the next within a segment: the open heading path and a table still open at the page
+    end (written by :mod:`~chunker.convert.pdf_text.blocks` and :mod:`~chunker.convert.pdf_text.tablewrite`)."""
+
+    heading_path: list[tuple[int, str]] = field(default_factory=list)
+    table_header: list[str] = field(default_factory=list)  # header of a table still open at the last page end
+    table_columns: list[float] = field(default_factory=list)  # that table's column lefts (its layout)
+    aligned: OpenAligned | None = None  # an aligned-figure table open at the last page end
+    keep_hard_hyphens: bool = False  # the document marks hyphenation with soft hyphens: a '-' at line end is real
+
+    def push_heading(self, level: int, text: str) -> None:
+        self.heading_path = [(lv, t) for lv, t in self.heading_path if lv < level] + [(level, text)]

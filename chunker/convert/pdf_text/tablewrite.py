@@ -22,7 +22,7 @@ from chunker.forms import read_form
 from chunker.tabletext import is_sentence_piece
 
 if TYPE_CHECKING:
-    from chunker.convert.pdf_text.blocks import FlowState
+    from chunker.convert.pdf_text.handover import FlowState
     from chunker.convert.pdf_text.headings import FontStats
 
 # Text that Markdown would read as markup at a block's start (a heading, a quote, a table row): escaped.
