@@ -39,13 +39,13 @@ _PROSE = re.compile(r"[a-z0-9)”’\"][.;]\s+[A-Z(“\"]|[a-z0-9)”’\"][.;:]
 # shown in the following table:"): a sentence in sentence case that ends with a colon and says something is, was or
 # follows. As a heading it opened a top-level section, and the table under it lost its place in the document. (The
 # planner's lead-in test, chunker.plan.leadin, takes any short line ending with a colon: "FINANCIAL RESULTS:" too.)
+_LEAD_IN_VERB = re.compile(r"\b(?:as follows|follows?|following|below|is|are|was|were|consist(?:s|ed)? of|"
+                           r"includes?|included|shown|set forth|summari[sz]ed)\b")
 # A numbered title set in bold on its own line ("7. Leases", "2. Acquisitions, Divestitures and Asset Sales"): how
 # filings number their notes. Read as a list's first item, it left each note under the previous note's last heading
 # (Best Buy's leases under "Fair Value of Financial Instruments"); 61 such titles in the filings.
 _NUMBERED = re.compile(r"^\s*\d{1,2}\.\s+(?=\S)")
 _WORDS = re.compile(r"[^\W\d_]+")
-_LEAD_IN_VERB = re.compile(r"\b(?:as follows|follows?|following|below|is|are|was|were|consist(?:s|ed)? of|"
-                           r"includes?|included|shown|set forth|summari[sz]ed)\b")
 
 
 @dataclass
