@@ -1,6 +1,6 @@
 """Table rows written shorter: each column path once per run of rows, not once per figure.
 
-A table row is stored as a self-contained sentence (chunker/contract.py, ``figure_row_sentence``): every figure
+A table row is stored as a self-contained sentence (chunker/contract/markup.py, ``figure_row_sentence``): every figure
 carries its column path, so a row read alone says which period and unit a figure is for. That is right for the
 reader and for BM25 (which has no length cap), and costly for the embedder: all-MiniLM-L6-v2 reads 256 word
 pieces, and a column path such as "Three Months Ended July 1, 2023" costs ~9 of them per figure. On
