@@ -35,6 +35,24 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def cloudway_sample(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight of the 37 CloudWay PDFs (every fifth by name, so manuals, policies and spec sheets all come), copied
+    into a folder of their own. The cluster tests that run a real corpus end to end assert what a cluster does with
+    it (autoscaled GPU workers, actors sized to two CPUs, every document accounted for); all 37 add minutes of
+    conversion and nothing a cluster does differently. The quality runs (jobs.evaluate) read all of them."""
+    import shutil
+
+    src = shared_data / "rag-multi-corpus-cloudway" / "pdf"
+    pdfs = sorted(src.glob("*.pdf"))
+    if not pdfs:
+        pytest.skip(f"{src} holds no PDFs")
+    out = tmp_path_factory.mktemp("cloudway-sample")
+    for pdf in pdfs[::5]:
+        shutil.copy2(pdf, out / pdf.name)
+    return out
+
+
 # A local Ray runtime for the tests of one module (tests/ray_support.py): 4 logical CPUs, no dashboard, the workers'
 # output kept off the test's terminal.
 ray_local = ray_runtime_fixture()

@@ -1,7 +1,7 @@
 """The first cluster run on an autoscaling cluster: a real Ray autoscaler (fake multi-node provider) whose GPU workers
-start at 0. ``jobs.ingest`` with GPU conversion actors (the simulated engine) asks the autoscaler for its stages'
-bundles, waits for the GPU workers, and converts every CloudWay document; a demand no node type can hold is refused
-in one line before anything is asked for."""
+start at 0. ``jobs.ingest`` with GPU conversion actors (the simulated engine, its time compressed) asks the
+autoscaler for its stages' bundles, waits for the GPU workers, and converts a sample of the CloudWay documents
+(tests/conftest.py); a demand no node type can hold is refused in one line before anything is asked for."""
 
 from __future__ import annotations
 
@@ -36,7 +36,8 @@ def milvus(tmp_path_factory: pytest.TempPathFactory):
 def _ingest(cluster, input_uri: str, output: Path, milvus: str, *sets: str) -> subprocess.CompletedProcess:
     env = dict(cluster.env, RAY_ADDRESS=cluster.address)
     args = ["--input", input_uri, "--output", f"file://{output}", "--set", f"milvus.uri={milvus}",
-            "--set", "converter.backend=simulated", "--set", "render.max_side_px=448",
+            "--set", "converter.backend=simulated", "--set", "converter.model.simulated_time_scale=0.05",
+            "--set", "render.max_side_px=448",
             "--set", "ray.convert_actors=2", "--set", "ray.convert_num_gpus=1", "--set", "ray.status_interval_s=10",
             "--set", "ray.autoscale_wait_s=240"]
     for s in sets:
@@ -53,8 +54,8 @@ def _gpu_nodes(cluster) -> int:
     return int(out.stdout.strip().splitlines()[-1])
 
 
-def test_a_demand_no_node_type_can_hold_is_refused_in_one_line(cluster, milvus, shared_data, tmp_path):
-    pdfs = shared_data / "rag-multi-corpus-cloudway" / "pdf"
+def test_a_demand_no_node_type_can_hold_is_refused_in_one_line(cluster, milvus, cloudway_sample, tmp_path):
+    pdfs = cloudway_sample
     res = _ingest(cluster, f"file://{pdfs}", tmp_path / "never", milvus, "ray.convert_num_gpus=2")
     assert res.returncode == 3, res.stdout[-2000:] + res.stderr[-3000:]
     errors = [line for line in res.stderr.splitlines() if line.startswith("error:")]
@@ -63,10 +64,8 @@ def test_a_demand_no_node_type_can_hold_is_refused_in_one_line(cluster, milvus, 
     assert "asked its autoscaler" not in res.stderr, "nothing is asked for a demand that can never fit"
 
 
-def test_gpu_workers_from_zero_run_every_cloudway_document(cluster, milvus, shared_data, tmp_path):
-    pdfs = shared_data / "rag-multi-corpus-cloudway" / "pdf"
-    if not pdfs.is_dir():
-        pytest.skip(f"{pdfs} not found")
+def test_gpu_workers_from_zero_run_every_sampled_cloudway_document(cluster, milvus, cloudway_sample, tmp_path):
+    pdfs = cloudway_sample
     n = len(list(pdfs.glob("*.pdf")))
     assert _gpu_nodes(cluster) == 0, "the GPU workers start at zero"
     out = tmp_path / "run"

@@ -130,3 +130,27 @@ def test_model_dir_resolution_order(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(BackendUnavailable, match="no config.json"):
         resolve_model_dir(ModelConfig(path=str(tmp_path / "empty")))
+
+
+def test_the_simulated_engine_takes_its_pace_from_the_config_and_answers_the_same_sooner():
+    """converter.model.simulated_time_scale compresses the simulated engine's time: the same answer, a fraction of
+    the wall time (the cluster tests run it at 0.05; a dry run keeps 1, the calibrated GPU's pace)."""
+    import time
+
+    def answer(scale: float) -> tuple[str, float]:
+        cfg = ConverterConfig(backend="simulated", model={"simulated_time_scale": scale, "max_output_tokens": 64})
+        backend = make_backend(cfg, batch_pages=1, max_side_px=448)
+        assert backend.time_scale == scale
+        req = GenerationRequest(system="s", user="u", images=[b"x"], max_tokens=64, request_id="r1")
+        t0 = time.monotonic()
+        result = asyncio.run(backend.generate(req))
+        took = time.monotonic() - t0
+        asyncio.run(backend.close())
+        return result.text, took
+
+    assert ConverterConfig().model.simulated_time_scale == 1.0
+    slow_text, slow = answer(1.0)
+    fast_text, fast = answer(0.05)
+    assert fast_text == slow_text and fast < slow / 4, (fast, slow)
+    with pytest.raises(ValueError, match="simulated_time_scale"):
+        ConverterConfig(model={"simulated_time_scale": 0})

@@ -66,7 +66,8 @@ def _python(cluster, code: str) -> subprocess.CompletedProcess:
 
 def _ingest_cmd(*args: str) -> list[str]:
     return [str(VENV_BIN / "python"), "-m", "jobs.ingest", "--config", "configs/local.yaml", "--set",
-            "converter.backend=simulated", "--set", "render.max_side_px=448", "--set", "ray.status_interval_s=10",
+            "converter.backend=simulated", "--set", "converter.model.simulated_time_scale=0.05", "--set",
+            "render.max_side_px=448", "--set", "ray.status_interval_s=10",
             *args]
 
 

@@ -75,6 +75,8 @@ def make_backend(
         return factory(model=cfg.model.name, **extra)
     if name == "openai":
         return factory(cfg.model, **extra)
+    if name == "simulated":
+        extra.setdefault("time_scale", cfg.model.simulated_time_scale)
     return factory(cfg.model, max_images=batch_pages, max_side_px=max_side_px, **extra)
 
 

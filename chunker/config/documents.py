@@ -119,6 +119,12 @@ class ModelConfig(_Section):
         "free memory the engine asks for (gpu_memory_utilization x the card): a restarted actor comes up while the "
         "dead engine's process still holds its memory, and vLLM refuses to start below that share. 0: do not wait."
     )
+    simulated_time_scale: float = Field(
+        1.0, gt=0, le=1, description="simulated backend only: wall seconds per simulated engine second. 1 paces the "
+        "answers as the calibrated GPU would (a 4-page batch decodes for ~20 s), which a dry run of a cluster's "
+        "throughput needs; below 1 the same answers come sooner, for runs that check what a cluster does rather "
+        "than how fast (the test suite's cluster runs use 0.05)."
+    )
 
 
 class ConverterConfig(_Section):

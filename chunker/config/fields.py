@@ -46,6 +46,8 @@ RUNTIME_FIELDS = frozenset({
     "converter.model.max_concurrency", "converter.model.device", "converter.model.max_num_batched_tokens",
     "converter.model.mm_encoder_tp_mode", "converter.model.engine_start_attempts",
     "converter.model.engine_start_wait_s",
+    # the simulated engine's pace: the same answers, sooner
+    "converter.model.simulated_time_scale",
     "embed.batch_size", "embed.device", "embed.num_threads", "embed.onnx_cache_dir", "embed.onnx_batch_size",
     "milvus", "retrieval", "ray", "output", "serve",
 })
