@@ -312,7 +312,14 @@ class PageWriter(TableWriting):
             b.x0, b.last = line.x0, line
             self.last_was_open_table = False
             return
-        if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < 0.35 * size) \
+        # A paragraph's lines sit under half an em apart in most documents; where the segment's body is set with
+        # more leading than that, a gap up to a little over its own leading still wraps (FontStats.leading), in a
+        # paragraph and, under an item's line that ends mid-sentence, in a list item.
+        wrap = min(0.95, max(0.55, 1.25 * self.stats.leading))
+        item_wrap = 0.35
+        if b is not None and wrap > 0.55 and not _SENTENCE_END.search(b.last.text):
+            item_wrap = wrap
+        if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < item_wrap * size) \
                 and not (gap > 0.9 * size and abs(b.last.size - line.size) > 0.1 * size):
             # An indented line a line's space further down in another type size is no wrap of the item: a table's
             # footnote ("(1) Included within ...") over the body sentence after it, which then reads on its own.
@@ -324,7 +331,7 @@ class PageWriter(TableWriting):
         # Glyph boxes are tight: a line of x-height letters ("menus", "or are") starts lower than its neighbours,
         # so a lower-case line under a paragraph's full line is its continuation a little further down too.
         if b is not None and b.kind == "para" and not ended and abs(b.last.size - line.size) < 0.6 and (
-                gap < 0.55 * size or (gap < 0.9 * size and text[:1].islower() and self._full(b.last, b.x0))):
+                gap < wrap * size or (gap < 0.9 * size and text[:1].islower() and self._full(b.last, b.x0))):
             b.items[-1] = _join(b.items[-1], text, b.last.soft_end, self.state.keep_hard_hyphens)
             b.last = line
             return

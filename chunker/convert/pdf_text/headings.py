@@ -55,6 +55,8 @@ class FontStats:
     # Where the segment's text lines usually start and end (points; 0: unknown): a title block stands inside them.
     text_left: float = 0.0
     text_right: float = 0.0
+    # The gap between two lines of one body paragraph, in ems of their size (0: too few wrapped lines to say).
+    leading: float = 0.0
 
     @property
     def bold_level(self) -> int:
@@ -100,7 +102,25 @@ def font_stats(pages: list[PageText], skip: dict[int, set[int]] | None = None) -
     sizes = sorted((s for s in heading_chars), reverse=True)
     # More than five heading sizes means display type (cover pages, posters): keep the largest five.
     left, right = _text_edges(pages)
-    return FontStats(body, sizes[:5], left, right)
+    return FontStats(body, sizes[:5], left, right, _leading(pages, body))
+
+
+def _leading(pages: list[PageText], body: float) -> float:
+    """The usual gap between a body line that wrapped (40 characters or more) and the next line at its left edge,
+    in ems: the median over the segment, 0 under 8 such pairs. Most documents set it well under half an em, and a
+    gap of 0.55 em parts paragraphs; a press release set with generous leading (0.76 em) would have every line
+    of its prose read as a paragraph of its own."""
+    ratios = []
+    for p in pages:
+        for a, b in zip(p.lines, p.lines[1:]):
+            if abs(a.size - body) < 0.3 and abs(b.size - body) < 0.3 and abs(a.x0 - b.x0) < 2 and len(a.text) >= 40:
+                gap = b.y0 - a.y1
+                if 0 < gap < 1.2 * body:
+                    ratios.append(gap / body)
+    if len(ratios) < 8:
+        return 0.0
+    ratios.sort()
+    return ratios[len(ratios) // 2]
 
 
 def _text_edges(pages: list[PageText]) -> tuple[float, float]:
