@@ -122,3 +122,28 @@ def test_a_label_set_as_a_heading_over_one_value_is_a_label_value_pair():
     # A label over a list, or over more than one block, is a heading of what follows.
     assert ("heading", "Highlights:") in got and ("heading", "Remarks:") in got
     assert next(e for e in els if e.text == "The second paragraph.").heading_path == ["Remarks:"]
+
+
+def test_a_sentence_cut_between_two_batches_is_one_paragraph_again():
+    """The page break between two batches falls inside a sentence: no converter sees both sides, so the parser
+    joins them (a batch that opens with the rest of one); anything that can start a paragraph stays apart."""
+    first = "<!-- page 4 -->\n# Risks\n\nWe depend on a few suppliers, and a disruption at any of"
+    pages = [(first, 4), ("<!-- page 5 -->\nthem could delay our shipments.\n\nWe hold no inventory.", 5)]
+    els = parse_markdown("d", pages)
+    assert [(e.kind, e.text, e.page_start, e.page_end) for e in els] == [
+        ("heading", "Risks", 4, 4),
+        ("paragraph", "We depend on a few suppliers, and a disruption at any of them could delay our shipments.", 4, 5),
+        ("paragraph", "We hold no inventory.", 5, 5)]
+    assert [e.ordinal for e in els] == [0, 1, 2]
+    # A word hyphenated across the break keeps its hyphen (it may be a compound: "long-term").
+    els = parse_markdown("d", [("The plan covers long-", 4), ("term debt only.", 5)])
+    assert [e.text for e in els] == ["The plan covers long-term debt only."]
+    # Not joined: the first part ends a sentence; the next batch opens with a capital, a name in lower case
+    # ("iPhone"), a lettered item, a heading, a list or a table; or the break is inside one batch.
+    for a, b in [("Sales grew.", "then they fell"), ("Sales grew in", "The next year"), ("Sales of the", "iPhone grew"),
+                 ("Terms of the", "a. first term"), ("Sales grew in", "# heading"), ("Sales grew in", "- item"),
+                 ("Sales grew in", "| a | b |\n| --- | --- |\n| 1 | 2 |")]:
+        els = parse_markdown("d", [(a, 4), (b, 5)])
+        assert len(els) == 2 and els[0].text == a, (a, b, [e.text for e in els])
+    els = parse_markdown("d", [("Sales grew in\n\nthe year.", 4)])
+    assert len(els) == 2

@@ -22,6 +22,12 @@ _TABLE_CLOSE = re.compile(r"^\s*<!--\s*/table\s*-->\s*$", re.I)
 _FIGURE = re.compile(r"^!\[(.*?)\]\(figure\)\s*(?:<!--\s*bbox\s+([\d.\s-]+?)\s*-->)?\s*$", re.I)
 _COMMENT = re.compile(r"^\s*<!--.*-->\s*$")
 PIPE_SEPARATOR = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(\|\s*:?-{2,}:?\s*)*\|?\s*$")
+# Text that ends a sentence (or a clause a list or table follows), and text that can only be the rest of one: it
+# starts in lower case and is not a lettered item ("b. Awards") nor a name written with a lower-case first letter
+# ("iPhone"). A paragraph cut by a page or batch break is joined where the first part does not end and the second
+# can only go on (pdf-text's page writer; the parser at a batch boundary).
+SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
+REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 
 
 # --- writers ---------------------------------------------------------------------------------------------------

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from chunker.contract.markup import (_COMMENT, _FIGURE, _HEADING, _TABLE_CLOSE, _TABLE_OPEN, LIST_ITEM, PAGE_MARKER,
-                                     PIPE_SEPARATOR, figure_row_sentence, not_a_heading, row_labelled,
-                                     table_row_sentence)
+                                     PIPE_SEPARATOR, REST_OF_SENTENCE, SENTENCE_END, figure_row_sentence,
+                                     not_a_heading, row_labelled, table_row_sentence)
 from chunker.forms import label_pair, read_form
 from chunker.tabletext import UNIT
 from chunker.types import ConvertedBatch, Element
@@ -52,6 +52,7 @@ class _Scanner:
         self.table_seq = 0
         self.last_table_group = ""
         self.level = 1  # the level of the last heading: a form's title goes one below it
+        self.piece_start = 0  # blocks before the piece being scanned (a batch's Markdown)
 
     @staticmethod
     def _ends_block(line: str) -> bool:
@@ -66,6 +67,7 @@ class _Scanner:
 
     def scan(self, lines: list[str]) -> None:
         i, n = 0, len(lines)
+        self.piece_start = len(self.blocks)
         while i < n:
             line = lines[i]
             stripped = line.strip()
@@ -229,7 +231,17 @@ class _Scanner:
                 break
             buf.append(line.strip())
             i += 1
-        self.blocks.append(_Block("paragraph", " ".join(buf), self.page, self.page))
+        text = " ".join(buf)
+        prev = self.blocks[-1] if self.blocks else None
+        if len(self.blocks) == self.piece_start and prev is not None and prev.kind == "paragraph" \
+                and not SENTENCE_END.search(prev.text) and REST_OF_SENTENCE.match(text):
+            # A batch that opens with the rest of the sentence the batch before stopped in: the page break fell
+            # between two batches, where no converter sees both sides (pdf-text joins it inside a batch). One
+            # paragraph, as on the page; alone, each half read as a fragment and a chunk could end between them.
+            glue = "" if prev.text.endswith("-") and prev.text[-2:-1].isalpha() else " "
+            prev.text, prev.page_end = prev.text + glue + text, self.page
+            return i
+        self.blocks.append(_Block("paragraph", text, self.page, self.page))
         return i
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from chunker.contract.markup import REST_OF_SENTENCE, SENTENCE_END
 from chunker.convert.pdf_text.aligned import AlignedTable
 from chunker.convert.pdf_text.figures import Figure
 from chunker.convert.pdf_text.handover import FlowState, OpenAligned
@@ -26,11 +27,6 @@ from chunker.convert.pdf_text.textlayer import WORD_BREAK, Line, PageText, join_
 _BULLET = re.compile(r"^\s*([•●▪■◦‣∙·○◆◇►▸➢✓✔\-–*])\s*")
 _NUMBER = re.compile(r"^\s*\(?(\d{1,3})[.)]\s+")
 _LETTER = re.compile(r"^\s*\(?([a-zA-Z]|[ivxIVX]{1,4})[.)]\s+")
-_SENTENCE_END = re.compile(r"[.!?:;]['\"”’)]?$")
-# A line in heading type that starts in lower case and continues no heading is the rest of a sentence ("other post
-# adjudication activities. ..." titled 44 chunks of one report): not a lettered item ("b. Awards") nor a name
-# written with a lower-case first letter ("iPhone").
-_REST_OF_SENTENCE = re.compile(r"^(?![a-z][.)]\s)(?![a-z]+[A-Z])[a-z]")
 # A line that cannot end a title: it stops on a comma, "and", "of", ... (the title wraps onto the next line).
 _OPEN_END = re.compile(r"(?:,|&|\b(?:and|or|of|for|to|in|on|the|a|an|with|by))$", re.I)
 _LITERAL_MARKER = re.compile(r"^(?:#{1,6}|\*\*|__)\s*|\s*(?:\*\*|__|\s#{1,6})$")
@@ -55,7 +51,7 @@ def _ocr_title(text: str) -> bool:
     ("ACME PUMPS CUSTOMER NOTICE", "NOTICE OF ASSESSMENT") is how notices, letters and forms set a title."""
     letters = [c for c in text if c.isalpha()]
     return 6 <= len(letters) and len(text) <= 60 and all(c.isupper() for c in letters) \
-        and not _SENTENCE_END.search(text) and _list_marker(text) is None
+        and not SENTENCE_END.search(text) and _list_marker(text) is None
 
 
 def md_is_number(marker: str) -> bool:
@@ -163,8 +159,8 @@ class PageWriter(TableWriting):
 
     # -- lines --------------------------------------------------------------------------------------------
     def _standalone(self, line: Line, prev: Line | None, nxt: Line | None) -> bool:
-        if self._centred(line) and not _SENTENCE_END.search(line.text) \
-                and any(other is not None and self._centred(other) and not _SENTENCE_END.search(other.text)
+        if self._centred(line) and not SENTENCE_END.search(line.text) \
+                and any(other is not None and self._centred(other) and not SENTENCE_END.search(other.text)
                         for other in (prev, nxt)):
             # A stack of centred lines well inside the margins is a title block ("Consolidated Balance Sheets"
             # over the company's name): each line stands on its own, where a paragraph's lines run margin to margin.
@@ -280,7 +276,9 @@ class PageWriter(TableWriting):
             if lead_in_sentence(text):
                 self._paragraph_in_heading_type(text, line)
                 return
-            if not _REST_OF_SENTENCE.match(text):
+            # A line in heading type that starts in lower case and continues no heading is the rest of a sentence
+            # ("other post adjudication activities. ..." had titled 44 chunks of one report).
+            if not REST_OF_SENTENCE.match(text):
                 self.heading(level, text)
                 return
         marker = _list_marker(text)
@@ -293,7 +291,7 @@ class PageWriter(TableWriting):
             b.last = line
             return
         if marker is not None and md_is_number(marker[0]) and line.bold and nxt is not None and len(text) < 90 \
-                and _list_marker(nxt.text) is not None and nxt.x0 > line.x0 + 5 and not _SENTENCE_END.search(text):
+                and _list_marker(nxt.text) is not None and nxt.x0 > line.x0 + 5 and not SENTENCE_END.search(text):
             # A bold numbered line over an indented list is a numbered sub-heading (job titles, steps with detail).
             self.heading(self.stats.bold_level, text)
             return
@@ -317,7 +315,7 @@ class PageWriter(TableWriting):
         # paragraph and, under an item's line that ends mid-sentence, in a list item.
         wrap = min(0.95, max(0.55, 1.25 * self.stats.leading))
         item_wrap = 0.35
-        if b is not None and wrap > 0.55 and not _SENTENCE_END.search(b.last.text):
+        if b is not None and wrap > 0.55 and not SENTENCE_END.search(b.last.text):
             item_wrap = wrap
         if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < item_wrap * size) \
                 and not (gap > 0.9 * size and abs(b.last.size - line.size) > 0.1 * size):
@@ -327,7 +325,7 @@ class PageWriter(TableWriting):
             b.last = line
             return
         ended = b is not None and b.last.x1 < self.left + 0.75 * (self.right - self.left) \
-            and bool(_SENTENCE_END.search(b.last.text))
+            and bool(SENTENCE_END.search(b.last.text))
         # Glyph boxes are tight: a line of x-height letters ("menus", "or are") starts lower than its neighbours,
         # so a lower-case line under a paragraph's full line is its continuation a little further down too.
         if b is not None and b.kind == "para" and not ended and abs(b.last.size - line.size) < 0.6 and (
@@ -361,7 +359,7 @@ class PageWriter(TableWriting):
         if not self.last_was_open_table:
             self.state.table_header, self.state.table_columns, self.state.aligned = [], [], None
         kept = [(k, s) for k, s in zip(self.kinds, self.out) if s.strip()]
-        self.ends_open = bool(kept) and kept[-1][0] == "para" and not _SENTENCE_END.search(kept[-1][1])
+        self.ends_open = bool(kept) and kept[-1][0] == "para" and not SENTENCE_END.search(kept[-1][1])
         self.starts_lower = bool(kept) and kept[0][0] == "para" and kept[0][1][:1].islower()
         return "\n\n".join(s for _, s in kept)
 
