@@ -310,13 +310,10 @@ class PageWriter(TableWriting):
             b.x0, b.last = line.x0, line
             self.last_was_open_table = False
             return
-        # A paragraph's lines sit under half an em apart in most documents; where the segment's body is set with
-        # more leading than that, a gap up to a little over its own leading still wraps (FontStats.leading), in a
-        # paragraph and, under an item's line that ends mid-sentence, in a list item.
-        wrap = min(0.95, max(0.55, 1.25 * self.stats.leading))
-        item_wrap = 0.35
-        if b is not None and wrap > 0.55 and not SENTENCE_END.search(b.last.text):
-            item_wrap = wrap
+        # Where the segment's body is set with generous leading (FontStats.wrap_gap), a gap up to a little over it
+        # wraps a paragraph and, under an item's line that ends mid-sentence, a list item.
+        wrap = self.stats.wrap_gap
+        item_wrap = wrap if b is not None and wrap > 0.55 and not SENTENCE_END.search(b.last.text) else 0.35
         if b is not None and b.kind == "list" and (line.x0 > b.x0 + 2 or gap < item_wrap * size) \
                 and not (gap > 0.9 * size and abs(b.last.size - line.size) > 0.1 * size):
             # An indented line a line's space further down in another type size is no wrap of the item: a table's

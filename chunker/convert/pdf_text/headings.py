@@ -59,6 +59,12 @@ class FontStats:
     leading: float = 0.0
 
     @property
+    def wrap_gap(self) -> float:
+        """The widest gap (ems) at which a line still wraps the paragraph above: half an em and a little more in
+        most documents, a little over the segment's own leading where that is generous, never a full em."""
+        return min(0.95, max(0.55, 1.25 * self.leading))
+
+    @property
     def bold_level(self) -> int:
         """Level given to bold body-size headings: one below the smallest heading size."""
         return min(len(self.heading_sizes) + 1, 6)
