@@ -314,6 +314,37 @@ def test_a_table_drawn_glyph_by_glyph_reads_as_lines_and_figures(tmp_path: Path)
                          "Worldwide | 2022: 3,417; 2021: 3,450; % Change: (1.0)"]
 
 
+def test_text_set_at_one_point_and_scaled_up_reads_at_the_size_it_is_drawn(tmp_path: Path) -> None:
+    """Verizon's 10-Ks and OPM's reports set their text at 1 point and scale it up nine times by the text matrix:
+    pdfium reports 1.0, and the size used to be read off each line's height, so a wrapped line without descenders
+    ("basis.") came out two points smaller than the line above and stood as a paragraph of its own (52 such breaks
+    in one 10-K). Every line of the page is read at 9 points, and the paragraph is whole."""
+    import pypdfium2 as pdfium
+
+    from chunker.convert.pdf_text.textlayer import read_page
+    from scaled_pdf import write_scaled
+
+    items = [
+        (40, 60, 9, "We record property, plant and equipment at cost. Property, plant and equipment are"),
+        (40, 71, 9, "generally depreciated on a straight-line basis over the useful life, with a useful"),
+        (40, 82, 9, "life review every year."),
+        (40, 100, 9, "Leasehold improvements are amortized over the shorter of the estimated life of the"),
+        (40, 111, 9, "improvement or the remaining term of the related lease, from the time the asset is in"),
+        (40, 122, 9, "service."),
+    ]
+    path = write_scaled(tmp_path / "one-point.pdf", items, scale=9)
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        page = doc[0]
+        assert page.get_textpage().get_text_range().startswith("We record")
+        lines = read_page(page, 1).lines
+    finally:
+        doc.close()
+    assert [(ln.text, ln.size) for ln in lines] == [(text, 9.0) for *_, text in items]
+    paras = _paras(PdfTextConverter(ConverterConfig(), "h").markdown_for_pages(str(path), [1]))
+    assert paras == [" ".join(t for *_, t in items[:3]), " ".join(t for *_, t in items[3:])]
+
+
 def test_a_footnote_does_not_swallow_the_indented_sentence_below_it(tmp_path: Path) -> None:
     """A table's footnote in small type, then, a line's space lower and indented, the body sentence that introduces
     the next table in body type: two blocks, not one list item. An item's own indented wrap stays in the item."""

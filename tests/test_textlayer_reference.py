@@ -12,6 +12,7 @@ soft hyphens, characters outside the BMP, a page whose sizes are scaled) and on 
 from __future__ import annotations
 
 import ctypes
+import math
 from pathlib import Path
 
 import pytest
@@ -40,7 +41,9 @@ def _style(textpage: object, index: int) -> tl.FontStyle:
 
 
 def _records(page: object) -> list[tuple]:
-    """Every character index as (char, generated, box in top-left coordinates, size, style), nothing skipped."""
+    """Every character index as (char, generated, box in top-left coordinates, (reported size, drawn size), style),
+    nothing skipped. The drawn size is the reported one scaled by the character's matrix where the reported one is
+    under MIN_SIZE and the scaled one is not."""
     _, height = page.get_size()
     textpage = page.get_textpage()
     try:
@@ -52,8 +55,12 @@ def _records(page: object) -> list[tuple]:
             left, right, bottom, top = (ctypes.c_double() for _ in range(4))
             pdfium_c.FPDFText_GetCharBox(raw, i, left, right, bottom, top)
             box = (left.value, right.value, height - top.value, height - bottom.value)
-            out.append((ch, pdfium_c.FPDFText_IsGenerated(raw, i) == 1, box,
-                        pdfium_c.FPDFText_GetFontSize(raw, i), _style(raw, i)))
+            reported = drawn = pdfium_c.FPDFText_GetFontSize(raw, i)
+            matrix = pdfium_c.FS_MATRIX()
+            if reported < ls.MIN_SIZE and pdfium_c.FPDFText_GetMatrix(raw, i, matrix):
+                scaled = reported * math.hypot(matrix.c, matrix.d)
+                drawn = scaled if scaled >= ls.MIN_SIZE else reported
+            out.append((ch, pdfium_c.FPDFText_IsGenerated(raw, i) == 1, box, (reported, drawn), _style(raw, i)))
             i += step
         return out
     finally:
@@ -82,7 +89,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
     visible = 0
     held, last_size = False, float("nan")  # a break pdfium generated, decided at the next visible character
     hiding = False
-    for ch, generated, (x0, x1, y0, y1), size, style in _records(page):
+    for ch, generated, (x0, x1, y0, y1), (reported, size), style in _records(page):
         line = state["line"]
         if ch in ("\n", "\r"):
             if generated and line.chars:
@@ -102,7 +109,7 @@ def reference_read(page: object, page_no: int, styles: bool = True) -> tl.PageTe
         elif ch.isspace():
             if line.chars and not line.chars[-1].isspace():
                 pad(x0, x0)
-        elif size < ls.MIN_SIZE and 0 < y1 - y0 < tl.HIDDEN_PT and (ch.isalnum() or hiding):
+        elif reported < ls.MIN_SIZE and 0 < y1 - y0 < tl.HIDDEN_PT and (ch.isalnum() or hiding):
             hiding = True  # too small to read, and the punctuation right after it
         else:
             hiding = False

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -188,6 +189,7 @@ class _Calls:
         self.generated = proto(pdfium_c.FPDFText_IsGenerated, c_int, vp, c_int)
         self.box = proto(pdfium_c.FPDFText_GetCharBox, c_int, vp, c_int, vp, vp, vp, vp)
         self.size = proto(pdfium_c.FPDFText_GetFontSize, c_double, vp, c_int)
+        self.matrix = proto(pdfium_c.FPDFText_GetMatrix, c_int, vp, c_int, vp)
         self.text_object = proto(pdfium_c.FPDFText_GetTextObject, vp, vp, c_int)
 
 
@@ -264,6 +266,20 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
     get_unicode, is_generated, get_box = calls.unicode, calls.generated, calls.box
     get_size, get_object = calls.size, calls.text_object
     box = (ctypes.c_double * 4)()  # left, right, bottom, top
+    matrix = pdfium_c.FS_MATRIX()
+    am = ctypes.addressof(matrix)
+
+    def drawn_size(i: int) -> tuple[float, float]:
+        """Character ``i``'s reported size and the size it is drawn at. pdfium reports the font operand alone
+        (CPDF_TextPage::GetCharFontSize); text set at 1 point and scaled up by its matrix (Verizon's 10-Ks, OPM's
+        reports) reports 1.0, and its line's height used to tell the size instead: a line without descenders
+        ("basis.") read two points smaller than the paragraph above it and was not joined to it. Only a size no
+        page shows is scaled: elsewhere the operand is what every measure in ems was set against."""
+        reported = get_size(h, i)
+        if reported >= MIN_SIZE or not calls.matrix(h, i, am):
+            return reported, reported
+        scaled = reported * math.hypot(matrix.c, matrix.d)
+        return reported, (scaled if scaled >= MIN_SIZE else reported)
     a0 = ctypes.addressof(box)
     a1, a2, a3 = a0 + 8, a0 + 16, a0 + 24
     try:
@@ -275,7 +291,7 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
         page_sizes: dict[float, int] = {}
         visible = 0
         last_obj: int | None = -1  # no address: the first character reads its object's style and size
-        st, obj_size = _NO_STYLE, 0.0
+        st, obj_size, obj_reported = _NO_STYLE, 0.0, 0.0
         last_size, key = float("nan"), 0.0  # the last size read and its rounded key (NaN equals nothing)
         # The current line: its lists, extent (x0, y0, x1, y1), sizes and style counts.
         cur = Line()
@@ -333,11 +349,11 @@ def read_page(page: pdfium.PdfPage, page_no: int, styles: bool = True,
             if styles:
                 obj = get_object(h, i)
                 if obj != last_obj:
-                    st, obj_size, last_obj = fonts.style(obj), get_size(h, i), obj
-                size = obj_size
+                    (obj_reported, obj_size), st, last_obj = drawn_size(i), fonts.style(obj), obj
+                reported, size = obj_reported, obj_size
             else:
-                size = get_size(h, i)
-            if size < MIN_SIZE and 0 < y1 - y0 < HIDDEN_PT and (alnum or hiding):
+                reported, size = drawn_size(i)
+            if reported < MIN_SIZE and 0 < y1 - y0 < HIDDEN_PT and (alnum or hiding):
                 hiding = True
                 continue
             hiding = False
