@@ -345,6 +345,38 @@ def test_text_set_at_one_point_and_scaled_up_reads_at_the_size_it_is_drawn(tmp_p
     assert paras == [" ".join(t for *_, t in items[:3]), " ".join(t for *_, t in items[3:])]
 
 
+def test_note_marks_drawn_after_the_page_go_back_to_their_row_and_note(tmp_path: Path) -> None:
+    """Pfizer's filings draw each note mark in a text object of its own after the rest of the page: the reference
+    in a row's label and the marker that opens the note came out as "(a)", "(b)" paragraphs after the last line.
+    Each goes back into the line whose band it sits on; a mark beside no line stays a line of its own."""
+    import pypdfium2 as pdfium
+
+    from chunker.convert.pdf_text.notemarks import attach_note_marks
+    from chunker.convert.pdf_text.textlayer import read_page
+    from scaled_pdf import write_scaled
+
+    items = [
+        (40, 60, 10, "Transaction costs"), (300, 60, 10, "36"), (360, 60, 10, "42"),
+        (40, 76, 10, "Integration costs and other"), (300, 76, 10, "68"), (360, 76, 10, "148"),
+        (52, 110, 8, "Represents external costs for banking, legal, accounting and other similar services."),
+        (52, 122, 8, "Represents external costs to integrate acquired businesses."),
+        (128, 57, 6, "(a)"), (171, 73, 6, "(b)"), (40, 110, 6, "(a)"), (40, 122, 6, "(b)"), (300, 200, 6, "(c)"),
+    ]
+    path = write_scaled(tmp_path / "marks.pdf", items, scale=1)
+    doc = pdfium.PdfDocument(str(path))
+    try:
+        lines = read_page(doc[0], 1).lines
+    finally:
+        doc.close()
+    assert [ln.text for ln in lines][-5:] == ["(a)", "(b)", "(a)", "(b)", "(c)"]  # the problem: read last
+    assert [ln.text for ln in attach_note_marks(lines)] == [
+        "Transaction costs (a) 36 42", "Integration costs and other (b) 68 148",
+        "(a) Represents external costs for banking, legal, accounting and other similar services.",
+        "(b) Represents external costs to integrate acquired businesses.", "(c)"]
+    md = PdfTextConverter(ConverterConfig(), "h").markdown_for_pages(str(path), [1])
+    assert "(a) Represents external costs for banking" in md and "(b) Represents external costs to" in md, md
+
+
 def test_a_footnote_does_not_swallow_the_indented_sentence_below_it(tmp_path: Path) -> None:
     """A table's footnote in small type, then, a line's space lower and indented, the body sentence that introduces
     the next table in body type: two blocks, not one list item. An item's own indented wrap stays in the item."""

@@ -16,6 +16,7 @@ from chunker.convert.pdf_text.blocks import FlowState, PageWriter, join_split_pa
 from chunker.convert.pdf_text.figures import Figure, find_figures, is_full_page, page_images
 from chunker.convert.pdf_text.furniture import furniture_lines, toc_lines
 from chunker.convert.pdf_text.headings import FontStats, font_stats
+from chunker.convert.pdf_text.notemarks import attach_note_marks
 from chunker.convert.pdf_text.ocr import PageOcr
 from chunker.convert.pdf_text.aligned import AlignedTable
 from chunker.convert.pdf_text.colheads import find_aligned_tables
@@ -152,6 +153,7 @@ class PdfTextConverter:
             finally:
                 pdf_page.close()
         if scan is None:
+            text.lines = attach_note_marks(text.lines)
             page = _Page(n, text=text, rules=rules)
             page.figures = find_figures(text, [b for b in boxes if not is_full_page(b, text.width, text.height)], set())
             return page
