@@ -214,6 +214,22 @@ def test_sections_by_indent_caps_and_totals() -> None:
     assert label_paths([_body("Marketing", 60, ["2"])], still_open)[0][0][0] == ["Operating expenses:"]
 
 
+def test_a_dash_for_none_and_the_next_columns_sign_are_two_cells() -> None:
+    """"$ — $ — $ 22": each dash is right-aligned in its column and the next column's "$" set flush left just after
+    it, closer than a column gap. Read as one cell "— $", the row had text after a figure and was left out of its
+    table as prose; the row's first figures are its dashes."""
+    from chunker.convert.pdf_text.textlayer import Line
+
+    # (character, left edge): a sign 16 points before its dash, the dash 2 points before the next sign.
+    placed = [(c, 20.0 + 5 * k) for k, c in enumerate("Service cost")] + [
+        (" ", 80), ("$", 90), (" ", 94), ("—", 110), (" ", 114), ("$", 116), (" ", 120), ("—", 136), (" ", 140),
+        ("$", 142), (" ", 146), ("2", 160), ("2", 164)]
+    line = Line(chars=[c for c, _ in placed], xs0=[x for _, x in placed],
+                xs1=[x + (0 if c == " " else 4) for c, x in placed], bolds=[False] * len(placed), size=10.0)
+    segs = [t for t, _, _ in line.segments(8.0, split_currency=True)]
+    assert segs == ["Service cost", "$", "—", "$", "—", "$", "22"]
+
+
 def test_row_sentence_and_pipe_tables_with_row_labels() -> None:
     s = figure_row_sentence(["Operating expenses:", "Research and development"],
                             [(["Three Months Ended April 1, 2023"], "7,457"), (["Six Months Ended"], "")],

@@ -90,7 +90,9 @@ class Line:
         the run would cross one of the x positions in ``cuts`` (ruled column separators). A run whose last
         character was followed by a soft hyphen ends with :data:`WORD_BREAK` (see :func:`join_wrapped`).
         ``split_currency``: a currency sign after a figure starts a run of its own ("508,014 $ 976,856" in a
-        statement is two columns' figures with the second one's sign between them, however close)."""
+        statement is two columns' figures with the second one's sign between them, however close); so does one after
+        a dash that stands for none ("$ — $ 22": a dash right-aligned in its column, the next column's sign set
+        flush left just after it, had read as one cell "— $" and the row as prose)."""
         out: list[tuple[str, float, float]] = []
         cur: list[str] = []
         sx0 = sx1 = 0.0
@@ -108,7 +110,7 @@ class Line:
                 continue
             crossed = bool(cuts) and any(sx1 <= c <= (a + b) / 2 for c in cuts or ())
             sign = split_currency and ch in CURRENCY and len(cur) >= 2 and cur[-1] == " " \
-                and (cur[-2].isdigit() or cur[-2] in ")%")
+                and (cur[-2].isdigit() or cur[-2] in ")%—–")
             if cur and (a - sx1 > gap or crossed or sign):
                 close()
                 cur = []
