@@ -214,6 +214,20 @@ def test_sections_by_indent_caps_and_totals() -> None:
     assert label_paths([_body("Marketing", 60, ["2"])], still_open)[0][0][0] == ["Operating expenses:"]
 
 
+def test_a_year_alone_heads_the_sections_under_it_until_the_next_year() -> None:
+    """A schedule repeated per year ("2022", then "Major goods/services lines:" at the same indent, its rows, then
+    "2021" ...) keeps the year over the section: without it three blocks of identical row labels differ only by
+    their figures."""
+    rows = [_body("2022", 10, []), _body("Major goods/services lines:", 10, []), _body("Pharmacy", 10, ["168,134"]),
+            _body("Total", 10, ["169,236"]), _body("Distribution channel:", 10, []), _body("Mail", 10, ["70,466"]),
+            _body("2021", 10, []), _body("Major goods/services lines:", 10, []), _body("Pharmacy", 10, ["152,262"])]
+    paths = [(p, r.label) for p, r in label_paths(rows)[0]]
+    assert paths == [(["2022", "Major goods/services lines:"], "Pharmacy"),
+                     (["2022", "Major goods/services lines:"], "Total"),
+                     (["2022", "Distribution channel:"], "Mail"),
+                     (["2021", "Major goods/services lines:"], "Pharmacy")]
+
+
 def test_a_dash_for_none_and_the_next_columns_sign_are_two_cells() -> None:
     """"$ — $ — $ 22": each dash is right-aligned in its column and the next column's "$" set flush left just after
     it, closer than a column gap. Read as one cell "— $", the row had text after a figure and was left out of its

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from chunker.tabletext import is_sentence_piece, is_unit_line, split_unit, unit_text
 from chunker.convert.pdf_text.aligned import (COLUMN_NO, AlignedTable, BodyRow, Cells, Column, Row, Seg, column_index,
-                                              columns_of, find_regions, read_cells, split_label, visual_rows)
+                                              columns_of, find_regions, is_year, read_cells, split_label,
+                                              visual_rows)
 from chunker.convert.pdf_text.spans import Label, group_columns
 from chunker.convert.pdf_text.textlayer import PageText
 
@@ -403,11 +404,12 @@ def label_paths(rows: list[BodyRow], sections: list[Section] | None = None
                 ) -> tuple[list[tuple[list[str], BodyRow]], list[Section]]:
     """Each figure row with the section labels above it, outermost first, and the sections still open at the end.
 
-    A label-only row opens a section; it closes at a sibling label (same indent; an ALL-CAPS label stays over a
-    regular one), at a row set left of it, at a row at its own indent once its rows were indented deeper (a table
-    that indents its sections' rows), at a row of another weight than its first row in a table that does not
-    indent (a bold grand total after regular rows), and right after a row whose label starts "Total" (a total is
-    a row of its section, never a heading). ``sections``: those open where the table continues from the page
+    A label-only row opens a section; it closes at a sibling label (same indent; an ALL-CAPS label, and a year
+    alone, stay over a regular one: "2022" over "Major goods/services lines:" over its rows, then "2021"), at a
+    row set left of it, at a row at its own indent once its rows were indented deeper (a table that indents its
+    sections' rows), at a row of another weight than its first row in a table that does not indent (a bold grand
+    total after regular rows), and right after a row whose label starts "Total" (a total is a row of its section,
+    never a heading). ``sections``: those open where the table continues from the page
     before.
     """
     stack = [Section(s.indent, s.label, s.indented, s.bold) for s in (sections or [])]
@@ -416,7 +418,8 @@ def label_paths(rows: list[BodyRow], sections: list[Section] | None = None
     for r in rows:
         if not any(r.values):
             while stack and stack[-1].indent >= r.indent - tol \
-                    and not (stack[-1].label.isupper() and not r.label.isupper()):
+                    and not (stack[-1].label.isupper() and not r.label.isupper()) \
+                    and not (is_year(stack[-1].label) and not is_year(r.label)):
                 stack.pop()
             stack.append(Section(r.indent, r.label))
             continue
