@@ -147,3 +147,21 @@ def test_a_sentence_cut_between_two_batches_is_one_paragraph_again():
         assert len(els) == 2 and els[0].text == a, (a, b, [e.text for e in els])
     els = parse_markdown("d", [("Sales grew in\n\nthe year.", 4)])
     assert len(els) == 2
+
+
+def test_a_table_of_contents_title_heads_only_its_entries():
+    """A report's "Contents" set one level above its sections would head every chunk of the document ("Contents >
+    Performance Details > ..."): it heads what sits under it until the next heading of any level, and a segment
+    handed a chain that ends in it drops it at its first heading too."""
+    md = ("# Annual Report\n\n# Contents\n\nPerformance Details 32\n\n### Performance Details\n\nResults rose.\n\n"
+          "## Table of Contents\n\n## Strategic Goals\n\nThree goals.")
+    els = parse_markdown("d", [(md, 1)])
+    paths = {e.text: e.heading_path for e in els if e.kind == "paragraph"}
+    assert paths == {"Performance Details 32": ["Contents"], "Results rose.": ["Performance Details"],
+                     "Three goals.": ["Strategic Goals"]}
+    seeded = parse_markdown("d", [("### Results\n\nRose.", 5)], heading_path=["Report", "CONTENTS"],
+                            heading_levels=[1, 2])
+    assert seeded[-1].heading_path == ["Report", "Results"]
+    # A section that only names contents among other words is a section.
+    els = parse_markdown("d", [("# Contents of the Kit\n\n## Cables\n\nTwo cables.", 1)])
+    assert els[-1].heading_path == ["Contents of the Kit", "Cables"]

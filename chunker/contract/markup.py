@@ -122,6 +122,17 @@ def not_a_heading(text: str) -> bool:
     return bool(_QUALIFIER.match(t)) and len(t) <= 80
 
 
+# A table of contents' own title. Its entries are read as links, not sections (pdf-text skips them): over what
+# follows it would head the whole document, one level above every real section (an OPM report's 253 chunks all
+# read "Contents > ...").
+_CONTENTS_TITLE = re.compile(r"^(?:table\s+of\s+)?contents$", re.I)
+
+
+def is_contents_title(text: str) -> bool:
+    """Whether a heading is a table of contents' title: it heads nothing after the next heading of any level."""
+    return bool(_CONTENTS_TITLE.match(text.strip().strip("*_").strip()))
+
+
 def is_figure(text: str) -> bool:
     return bool(_FIGURE_CELL.match(text.strip()))
 

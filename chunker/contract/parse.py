@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from chunker.contract.markup import (_COMMENT, _FIGURE, _HEADING, _TABLE_CLOSE, _TABLE_OPEN, LIST_ITEM, PAGE_MARKER,
                                      PIPE_SEPARATOR, REST_OF_SENTENCE, SENTENCE_END, figure_row_sentence,
-                                     not_a_heading, row_labelled, table_row_sentence)
+                                     is_contents_title, not_a_heading, row_labelled, table_row_sentence)
 from chunker.forms import label_pair, read_form
 from chunker.tabletext import UNIT
 from chunker.types import ConvertedBatch, Element
@@ -279,7 +279,7 @@ def parse_markdown(
     base = segment_index * SEGMENT_STRIDE
     for block in scanner.blocks:
         if block.kind == "heading":
-            path = [(lvl, h) for lvl, h in path if lvl < block.level]
+            path = _under(path, block.level)
             path.append((block.level, block.text))
             hp = [h for _, h in path]
         else:
@@ -318,8 +318,14 @@ def open_headings(elements: list[Element], seed: list[tuple[int, str]]) -> list[
     path = list(seed)
     for e in elements:
         if e.kind == "heading":
-            path = [(lv, h) for lv, h in path if lv < e.level] + [(e.level, e.text)]
+            path = _under(path, e.level) + [(e.level, e.text)]
     return path
+
+
+def _under(path: list[tuple[int, str]], level: int) -> list[tuple[int, str]]:
+    """The chain a new heading at ``level`` sits under: the entries above its level, a table of contents' title
+    left out (it heads its entries only)."""
+    return [(lv, h) for lv, h in path if lv < level and not is_contents_title(h)]
 
 
 def parse_batches(doc_id: str, batches: list[ConvertedBatch], segment_index: int = 0,
