@@ -25,28 +25,28 @@ def is_mark(line: Line) -> bool:
 
 
 def attach_note_marks(lines: list[Line]) -> list[Line]:
-    """``lines`` with every note mark that sits on another line's band moved into that line (the list is
-    changed in place and returned). A mark with no such line stays where it was."""
+    """``lines`` without the note marks that sit on another line's band, each moved into that line (the host
+    lines change in place). A mark with no such line stays where it was."""
     marks = [ln for ln in lines if is_mark(ln)]
     if not marks:
         return lines
-    gone: set[int] = set()
+    hosts = [ln for ln in lines if not is_mark(ln)]  # a mark never hosts another
+    moved: set[int] = set()
     for mark in marks:
-        host = _host(mark, lines, gone)
-        if host is None:
-            continue
-        _insert(host, mark)
-        gone.add(id(mark))
-    return [ln for ln in lines if id(ln) not in gone] if gone else lines
+        host = _host(mark, hosts)
+        if host is not None:
+            _insert(host, mark)
+            moved.add(id(mark))
+    return [ln for ln in lines if id(ln) not in moved] if moved else lines
 
 
-def _host(mark: Line, lines: list[Line], gone: set[int]) -> Line | None:
+def _host(mark: Line, hosts: list[Line]) -> Line | None:
     """The line ``mark`` belongs to: one in larger type whose band holds the mark's top (a superscript rises above
     the baseline, never above the line's top by more than a third of its height), the mark either within or just
     after its extent, or just before its first character."""
     best, best_gap = None, 1e9
-    for ln in lines:
-        if ln is mark or id(ln) in gone or is_mark(ln) or mark.size > _SMALLER * ln.size:
+    for ln in hosts:
+        if mark.size > _SMALLER * ln.size:
             continue
         h = ln.y1 - ln.y0
         if h <= 0 or not (ln.y0 - h / 3 <= mark.y0 <= ln.y1 - h / 4):
